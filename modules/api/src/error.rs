@@ -1,0 +1,123 @@
+//! The one error type RPC modules return, and the one place its JSON-RPC codes live.
+
+use alloy::primitives::Bytes;
+use jsonrpsee::types::ErrorObjectOwned;
+
+pub type RpcResult<T> = Result<T, RpcError>;
+
+/// Errors of the eth_simulateV1 family (codes from the execution-apis spec, `eth/execute.yaml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimulateCode {
+    NonceTooLow,
+    NonceTooHigh,
+    BaseFeeTooLow,
+    IntrinsicGas,
+    InsufficientFunds,
+    BlockGasLimitExceeded,
+    BlockNumberNotIncreasing,
+    TimestampNotIncreasing,
+    PrecompileSelfMove,
+    PrecompileDuplicateMove,
+    SenderNotEoa,
+    MaxInitCodeSize,
+    ClientLimitExceeded,
+}
+
+impl SimulateCode {
+    pub const fn code(self) -> i32 {
+        match self {
+            Self::NonceTooLow => -38010,
+            Self::NonceTooHigh => -38011,
+            Self::BaseFeeTooLow => -38012,
+            Self::IntrinsicGas => -38013,
+            Self::InsufficientFunds => -38014,
+            Self::BlockGasLimitExceeded => -38015,
+            Self::BlockNumberNotIncreasing => -38020,
+            Self::TimestampNotIncreasing => -38021,
+            Self::PrecompileSelfMove => -38022,
+            Self::PrecompileDuplicateMove => -38023,
+            Self::SenderNotEoa => -38024,
+            Self::MaxInitCodeSize => -38025,
+            Self::ClientLimitExceeded => -38026,
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RpcError {
+    /// -32602: a parameter is missing or malformed; the message names it.
+    #[error("{0}")]
+    InvalidParams(String),
+    /// -32601: the method does not exist or is not served on this network.
+    #[error("{0}")]
+    MethodNotAvailable(String),
+    /// -32000 "header not found": an unknown or future block was asked for.
+    #[error("header not found")]
+    HeaderNotFound,
+    /// -32000 with geth's wording (transaction pool rejections, "account X is not a precompile", ...).
+    #[error("{0}")]
+    Server(String),
+    /// 3: the EVM reverted; `data` is the revert output.
+    #[error("{message}")]
+    Reverted { message: String, data: Bytes },
+    /// -32015: any other VM failure (out of gas, invalid opcode, ...).
+    #[error("{0}")]
+    VmError(String),
+    /// -32016: the request ran past its deadline.
+    #[error("request timed out after {0} ms")]
+    Timeout(u64),
+    /// -32005: a configured limit was exceeded (not the per-key rate limit, which lives in the server).
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// -380xx: eth_simulateV1's validation and limit errors.
+    #[error("{message}")]
+    Simulate { code: SimulateCode, message: String },
+    /// -32603: something failed inside the node.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl RpcError {
+    pub fn invalid_params(msg: impl Into<String>) -> Self {
+        Self::InvalidParams(msg.into())
+    }
+
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        Self::Internal(err.to_string())
+    }
+
+    pub fn simulate(code: SimulateCode, message: impl Into<String>) -> Self {
+        Self::Simulate { code, message: message.into() }
+    }
+
+    /// The JSON-RPC error code of this error.
+    pub const fn code(&self) -> i32 {
+        match self {
+            Self::InvalidParams(_) => -32602,
+            Self::MethodNotAvailable(_) => -32601,
+            Self::HeaderNotFound | Self::Server(_) => -32000,
+            Self::Reverted { .. } => 3,
+            Self::VmError(_) => -32015,
+            Self::Timeout(_) => -32016,
+            Self::LimitExceeded(_) => -32005,
+            Self::Simulate { code, .. } => code.code(),
+            Self::Internal(_) => -32603,
+        }
+    }
+}
+
+impl From<RpcError> for ErrorObjectOwned {
+    fn from(err: RpcError) -> Self {
+        let code = err.code();
+        match err {
+            RpcError::Reverted { message, data } => ErrorObjectOwned::owned(code, message, Some(data)),
+            other => ErrorObjectOwned::owned(code, other.to_string(), None::<()>),
+        }
+    }
+}
+
+impl From<crate::state::StateError> for RpcError {
+    fn from(err: crate::state::StateError) -> Self {
+        Self::Internal(err.to_string())
+    }
+}

@@ -1,0 +1,44 @@
+//! The interface between the simnode node and its RPC modules.
+//!
+//! A module (eth, receipts, simulate, trace) depends on this crate only. It gets a
+//! [`ModuleContext`] holding the chain spec, a read-only [`ChainView`] of the stored chain,
+//! the transaction pool and the limits it must honour, and answers with [`RpcError`]s whose
+//! JSON-RPC codes are fixed in one place ([`error`]).
+
+pub mod block_id;
+pub mod chain_spec;
+pub mod error;
+pub mod limits;
+pub mod pool;
+pub mod state;
+pub mod view;
+
+pub use block_id::BlockParam;
+pub use chain_spec::ChainSpec;
+pub use error::{RpcError, RpcResult};
+pub use limits::RpcLimits;
+pub use pool::TxPool;
+pub use state::{AccountChange, StateChanges, StateError, StateRef};
+pub use view::{ChainHead, ChainView, StoredBlock, TxLocation};
+
+use std::sync::Arc;
+
+/// Everything a module may use of the node. Cheap to clone.
+#[derive(Clone)]
+pub struct ModuleContext {
+    pub spec: Arc<ChainSpec>,
+    pub chain: Arc<dyn ChainView>,
+    pub pool: Arc<dyn TxPool>,
+    pub limits: Arc<RpcLimits>,
+}
+
+impl std::fmt::Debug for ModuleContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleContext").field("chain_id", &self.spec.chain_id).finish()
+    }
+}
+
+/// The API key a request came in with, put into the request extensions by the server's
+/// path layer so that methods can account per key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ApiKeyId(pub Arc<str>);

@@ -1,0 +1,39 @@
+//! Limits a module must honour, set from the command line.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct RpcLimits {
+    /// Gas cap for eth_call / eth_estimateGas / trace calls, and the request-wide budget of
+    /// eth_simulateV1 (`--rpc.gascap`).
+    pub gas_cap: u64,
+    /// Most blocks one eth_simulateV1 request may produce, filler blocks included.
+    pub max_simulate_blocks: u64,
+    /// Deadline of one eth_simulateV1 / trace_callMany / eth_call request.
+    pub evm_timeout: Duration,
+    /// Most calls in one trace_callMany request.
+    pub max_trace_calls: usize,
+    /// Most bytes of vmTrace one request may build.
+    pub max_vm_trace_bytes: usize,
+    /// Tracing requests allowed to run at once.
+    pub max_concurrent_traces: usize,
+    /// Block range limit of eth_getLogs.
+    pub max_logs_block_range: u64,
+    /// Most logs one eth_getLogs answer may hold.
+    pub max_logs: usize,
+}
+
+impl Default for RpcLimits {
+    fn default() -> Self {
+        Self {
+            gas_cap: 50_000_000,
+            max_simulate_blocks: 16,
+            evm_timeout: Duration::from_secs(5),
+            max_trace_calls: 64,
+            max_vm_trace_bytes: 64 * 1024 * 1024,
+            max_concurrent_traces: 2,
+            max_logs_block_range: 10_000,
+            max_logs: 20_000,
+        }
+    }
+}

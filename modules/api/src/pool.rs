@@ -1,0 +1,20 @@
+//! The transaction pool as modules see it.
+
+use alloy::{
+    consensus::{transaction::Recovered, TxEnvelope},
+    primitives::{Address, B256},
+};
+
+use crate::RpcResult;
+
+pub trait TxPool: Send + Sync {
+    /// Adds a transaction the caller has decoded, recovered and validated against the latest
+    /// state. Rejects duplicates ("already known") and replacements without a fee bump.
+    fn insert(&self, tx: Recovered<TxEnvelope>) -> RpcResult<B256>;
+    /// Transactions waiting for a block, in the order a block builder would take them.
+    fn pending(&self) -> Vec<Recovered<TxEnvelope>>;
+    /// A pending transaction by hash.
+    fn get(&self, hash: &B256) -> Option<Recovered<TxEnvelope>>;
+    /// The next nonce of `sender` counting its pending transactions, if it has any.
+    fn pending_nonce(&self, sender: &Address) -> Option<u64>;
+}

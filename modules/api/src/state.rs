@@ -1,0 +1,30 @@
+//! State access for modules: a read-only revm database for "the state after block N", and
+//! the change set a module hands back to have a state root computed.
+
+use alloy::primitives::{Address, U256};
+use revm::{database_interface::DBErrorMarker, state::AccountInfo, DatabaseRef};
+use std::collections::{BTreeMap, HashMap};
+
+/// A failure reading stored state (the database, not the request, is at fault).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("state read failed: {0}")]
+pub struct StateError(pub String);
+
+impl DBErrorMarker for StateError {}
+
+/// State after one stored block. Reads are consistent: they come from one database snapshot.
+pub type StateRef = Box<dyn DatabaseRef<Error = StateError> + Send + Sync>;
+
+/// How one account differs from the base state.
+#[derive(Debug, Clone, Default)]
+pub struct AccountChange {
+    /// The account afterwards; `None` when it no longer exists (self-destructed or touched empty).
+    pub info: Option<AccountInfo>,
+    /// All storage of the base state is gone (self-destruct, or `state` override replacing it).
+    pub wipe_storage: bool,
+    /// Slots written afterwards (a zero value deletes the slot).
+    pub storage: BTreeMap<U256, U256>,
+}
+
+/// Changes against a base state, keyed by address.
+pub type StateChanges = HashMap<Address, AccountChange>;

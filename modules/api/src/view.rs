@@ -1,0 +1,89 @@
+//! The read-only view of the stored chain that modules get.
+
+use std::sync::Arc;
+
+use alloy::{
+    consensus::{BlockBody, Header, ReceiptEnvelope, Sealed, TxEnvelope},
+    primitives::{Address, B256},
+};
+
+use crate::{
+    block_id::{BlockParam, BlockTag},
+    state::{StateChanges, StateRef},
+    RpcResult,
+};
+
+/// Block numbers of the chain's moving points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChainHead {
+    pub latest: u64,
+    /// `None` until a consensus client (or the dev miner) has named one.
+    pub safe: Option<u64>,
+    pub finalized: Option<u64>,
+}
+
+/// A canonical block as stored: sealed header, body, and the recovered senders
+/// (one per transaction, same order).
+#[derive(Debug, Clone)]
+pub struct StoredBlock {
+    pub header: Sealed<Header>,
+    pub body: BlockBody<TxEnvelope>,
+    pub senders: Vec<Address>,
+}
+
+impl StoredBlock {
+    pub fn hash(&self) -> B256 {
+        self.header.hash()
+    }
+    pub fn number(&self) -> u64 {
+        self.header.number
+    }
+}
+
+/// Where a transaction sits in the canonical chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxLocation {
+    pub block_number: u64,
+    pub block_hash: B256,
+    pub index: u64,
+}
+
+pub trait ChainView: Send + Sync {
+    fn head(&self) -> ChainHead;
+
+    /// Hash of the canonical block at `number`.
+    fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>>;
+
+    /// Number of the canonical block with this hash.
+    fn block_number(&self, hash: &B256) -> RpcResult<Option<u64>>;
+
+    fn header(&self, number: u64) -> RpcResult<Option<Arc<Sealed<Header>>>>;
+
+    fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>>;
+
+    /// The consensus receipts of a block, in transaction order, read in one pass.
+    fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>>;
+
+    fn transaction_location(&self, hash: &B256) -> RpcResult<Option<TxLocation>>;
+
+    /// The state after canonical block `number` (the state block `number + 1` starts from).
+    fn state_at(&self, number: u64) -> RpcResult<StateRef>;
+
+    /// The state root of the state after block `base` with `changes` applied on top.
+    fn state_root_with(&self, base: u64, changes: &StateChanges) -> RpcResult<B256>;
+
+    /// Resolves a block parameter to a canonical block number; `Ok(None)` when there is no
+    /// such block (a future number, an unknown hash, or safe/finalized not yet set).
+    /// `pending` is served as `latest`.
+    fn resolve(&self, param: &BlockParam) -> RpcResult<Option<u64>> {
+        let head = self.head();
+        Ok(match *param {
+            BlockParam::Number(n) => (n <= head.latest).then_some(n),
+            BlockParam::Tag(BlockTag::Latest | BlockTag::Pending) => Some(head.latest),
+            BlockParam::Tag(BlockTag::Earliest) => Some(0),
+            BlockParam::Tag(BlockTag::Safe) => head.safe,
+            BlockParam::Tag(BlockTag::Finalized) => head.finalized,
+            BlockParam::Hash { hash, .. } => self.block_number(&hash)?,
+        })
+    }
+}

@@ -1,0 +1,78 @@
+//! The command line: `simnode node | import | keys`. The contract is in DESIGN.md section 4.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "simnode", version, about = "An Ethereum execution node for simulation, tracing and receipts")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log output format.
+    #[arg(long = "log.format", global = true, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the node: RPC server, Engine API, and (with --dev) the dev miner.
+    Node(NodeArgs),
+    /// Import blocks from geth-exported RLP chain files.
+    Import(ImportArgs),
+    /// Manage the API keys stored in the datadir.
+    Keys(crate::rpc::keys::KeysArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ChainArgs {
+    /// dev, mainnet, sepolia, hoodi, or the path of a geth genesis.json.
+    #[arg(long, default_value = "dev")]
+    pub chain: String,
+    /// Where the database lives. Defaults to a per-chain folder under the user's data dir
+    /// (a temporary folder for `--chain dev` without --datadir).
+    #[arg(long)]
+    pub datadir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    #[command(flatten)]
+    pub chain: ChainArgs,
+    /// Mine a block for each transaction (or every --dev.block-time seconds).
+    #[arg(long)]
+    pub dev: bool,
+    /// Mine on this interval instead of per transaction.
+    #[arg(long = "dev.block-time")]
+    pub dev_block_time: Option<u64>,
+    #[arg(long = "authrpc.addr", default_value = "127.0.0.1")]
+    pub authrpc_addr: std::net::IpAddr,
+    #[arg(long = "authrpc.port", default_value_t = 8551)]
+    pub authrpc_port: u16,
+    /// Hex JWT secret file for the Engine API; created if missing.
+    #[arg(long = "authrpc.jwtsecret")]
+    pub authrpc_jwtsecret: Option<PathBuf>,
+    /// Serve Prometheus metrics on this address.
+    #[arg(long)]
+    pub metrics: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub rpc: crate::rpc::RpcArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub chain: ChainArgs,
+    /// RLP files of concatenated blocks, as `geth export` writes them.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    crate::node::init_logging(&cli.log_format);
+    match cli.command {
+        Command::Node(args) => crate::node::run(args),
+        Command::Import(args) => crate::sync::import::run(args),
+        Command::Keys(args) => crate::rpc::keys::run(args),
+    }
+}
