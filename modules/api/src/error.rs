@@ -54,6 +54,9 @@ pub enum RpcError {
     /// -32000 "header not found": an unknown or future block was asked for.
     #[error("header not found")]
     HeaderNotFound,
+    /// -32001: the resource asked for does not exist (reth's "block not found: X" for trace calls).
+    #[error("{0}")]
+    ResourceNotFound(String),
     /// -32000 with geth's wording (transaction pool rejections, "account X is not a precompile", ...).
     #[error("{0}")]
     Server(String),
@@ -96,6 +99,7 @@ impl RpcError {
             Self::InvalidParams(_) => -32602,
             Self::MethodNotAvailable(_) => -32601,
             Self::HeaderNotFound | Self::Server(_) => -32000,
+            Self::ResourceNotFound(_) => -32001,
             Self::Reverted { .. } => 3,
             Self::VmError(_) => -32015,
             Self::Timeout(_) => -32016,
