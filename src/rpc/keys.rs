@@ -1,11 +1,665 @@
-//! API keys. (Being written: see issue 3.)
+//! API keys: the `simnode keys` command, the key file and the running node's view of it.
+//!
+//! Keys live in `<datadir>/keys.redb`, a redb file of their own rather than a table of the chain
+//! database: redb locks a file for the process that has it open, and `simnode keys add` must work
+//! while a node is running. So every operation opens the file briefly and closes it again, and a
+//! running node re-reads it about once a second ([`KeyRegistry::spawn_refresh`]), which is how
+//! added and revoked keys take effect without a restart.
+//!
+//! A key is 128 random bits written as 32 hex characters. Only its keccak-256 hash is stored; a
+//! lookup hashes what the client sent, finds the record by hash and confirms with a
+//! constant-time comparison, so neither the file nor response timing gives keys away. The first
+//! 8 hex characters of the hash are the key's public *id*: it names the key in `keys list`, in
+//! logs and metrics, and in `ApiKeyId`, and can be given to `keys revoke` instead of the key.
 
-#[derive(Debug, Clone, clap::Args)]
-pub struct KeysArgs {
-    #[arg(long)]
-    pub datadir: std::path::PathBuf,
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::{Arc, RwLock},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use alloy::primitives::{hex, keccak256};
+use clap::{Args, Subcommand};
+use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+use simnode_api::ApiKeyId;
+use subtle::ConstantTimeEq;
+
+use super::{
+    error::FrontDoorError,
+    limiter::{EffectiveLimits, KeyLimits, Limiter},
+};
+
+/// File name of the key store inside the datadir.
+pub const KEYS_FILE: &str = "keys.redb";
+
+/// keccak256(key) -> JSON [`KeyRecord`].
+const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("api_keys");
+
+/// How long an operation waits for another process (a node re-reading, another `keys` command)
+/// to let go of the file before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyStoreError {
+    #[error("key store {path}: {source}")]
+    Db {
+        path: PathBuf,
+        source: Box<redb::Error>,
+    },
+    #[error("key store {0} is busy (another process keeps it open)")]
+    Busy(PathBuf),
+    #[error("key store {path}: record is not valid: {source}")]
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("no key matches {0}")]
+    NotFound(String),
+    #[error("{0} matches more than one key id; give the whole key")]
+    Ambiguous(String),
+    #[error("cannot create {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the system random source failed: {0}")]
+    Random(String),
 }
 
-pub fn run(_args: KeysArgs) -> anyhow::Result<()> {
-    anyhow::bail!("keys: not built yet")
+/// What is stored about a key (never the key itself).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub name: String,
+    /// First 8 hex characters of the key's hash.
+    pub id: String,
+    /// Unix seconds.
+    pub created_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<u64>,
+    #[serde(default)]
+    pub limits: KeyLimits,
+}
+
+impl KeyRecord {
+    pub fn is_revoked(&self) -> bool {
+        self.revoked_at.is_some()
+    }
+}
+
+/// A key just created: the only moment its text is known.
+#[derive(Debug, Clone)]
+pub struct NewKey {
+    pub key: String,
+    pub record: KeyRecord,
+}
+
+type KeyHash = [u8; 32];
+
+fn hash_key(key: &str) -> KeyHash {
+    keccak256(key.as_bytes()).0
+}
+
+fn key_id(hash: &KeyHash) -> String {
+    hex::encode(&hash[..4])
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// A fresh random key: 128 bits from the OS, hex.
+pub fn generate_key() -> Result<String, KeyStoreError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| KeyStoreError::Random(e.to_string()))?;
+    Ok(hex::encode(bytes))
+}
+
+/// The key file of one datadir. Holds only the path: see the module doc for why.
+#[derive(Debug, Clone)]
+pub struct KeyStore {
+    path: PathBuf,
+}
+
+impl KeyStore {
+    pub fn in_datadir(datadir: &Path) -> Self {
+        Self {
+            path: datadir.join(KEYS_FILE),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn db_err(&self, err: impl Into<redb::Error>) -> KeyStoreError {
+        KeyStoreError::Db {
+            path: self.path.clone(),
+            source: Box::new(err.into()),
+        }
+    }
+
+    /// Opens for writing, creating the file, waiting while another process has it open.
+    fn open_write(&self) -> Result<Database, KeyStoreError> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| KeyStoreError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        self.retry_busy(|| Database::create(&self.path))
+    }
+
+    /// Opens for reading; `None` when no key was ever stored.
+    fn open_read(&self) -> Result<Option<ReadOnlyDatabase>, KeyStoreError> {
+        if !self.path.exists() {
+            return Ok(None);
+        }
+        self.retry_busy(|| ReadOnlyDatabase::open(&self.path))
+            .map(Some)
+    }
+
+    fn retry_busy<T>(
+        &self,
+        mut open: impl FnMut() -> Result<T, redb::DatabaseError>,
+    ) -> Result<T, KeyStoreError> {
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match open() {
+                Ok(db) => return Ok(db),
+                Err(redb::DatabaseError::DatabaseAlreadyOpen)
+                    if std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(KeyStoreError::Busy(self.path.clone()))
+                }
+                Err(err) => return Err(self.db_err(err)),
+            }
+        }
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<KeyRecord, KeyStoreError> {
+        serde_json::from_slice(bytes).map_err(|source| KeyStoreError::Corrupt {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    fn encode(record: &KeyRecord) -> Vec<u8> {
+        // Serializing a struct of strings and integers cannot fail.
+        serde_json::to_vec(record).unwrap_or_default()
+    }
+
+    /// Every stored key (revoked ones too), by hash.
+    fn load(&self) -> Result<Vec<(KeyHash, KeyRecord)>, KeyStoreError> {
+        let Some(db) = self.open_read()? else {
+            return Ok(Vec::new());
+        };
+        let tx = db.begin_read().map_err(|e| self.db_err(e))?;
+        let table = match tx.open_table(KEYS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(self.db_err(e)),
+        };
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| self.db_err(e))? {
+            let (hash, record) = entry.map_err(|e| self.db_err(e))?;
+            let Ok(hash) = KeyHash::try_from(hash.value()) else {
+                continue;
+            };
+            out.push((hash, self.decode(record.value())?));
+        }
+        Ok(out)
+    }
+
+    /// Stored keys, oldest first.
+    pub fn list(&self) -> Result<Vec<KeyRecord>, KeyStoreError> {
+        let mut records: Vec<_> = self.load()?.into_iter().map(|(_, record)| record).collect();
+        records.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        Ok(records)
+    }
+
+    /// Creates and stores a new key.
+    pub fn add(&self, name: &str, limits: KeyLimits) -> Result<NewKey, KeyStoreError> {
+        let key = generate_key()?;
+        let hash = hash_key(&key);
+        let record = KeyRecord {
+            name: name.to_string(),
+            id: key_id(&hash),
+            created_at: unix_now(),
+            revoked_at: None,
+            limits,
+        };
+        let db = self.open_write()?;
+        let tx = db.begin_write().map_err(|e| self.db_err(e))?;
+        {
+            let mut table = tx.open_table(KEYS).map_err(|e| self.db_err(e))?;
+            table
+                .insert(hash.as_slice(), Self::encode(&record).as_slice())
+                .map_err(|e| self.db_err(e))?;
+        }
+        tx.commit().map_err(|e| self.db_err(e))?;
+        Ok(NewKey { key, record })
+    }
+
+    /// Applies `change` to the key named by its full text or by its id.
+    fn update(
+        &self,
+        key_or_id: &str,
+        change: impl FnOnce(&mut KeyRecord),
+    ) -> Result<KeyRecord, KeyStoreError> {
+        let db = self.open_write()?;
+        let tx = db.begin_write().map_err(|e| self.db_err(e))?;
+        let record = {
+            let mut table = tx.open_table(KEYS).map_err(|e| self.db_err(e))?;
+            let full_hash = hash_key(key_or_id);
+            let mut matches = Vec::new();
+            for entry in table.iter().map_err(|e| self.db_err(e))? {
+                let (hash, record) = entry.map_err(|e| self.db_err(e))?;
+                let record = self.decode(record.value())?;
+                if bool::from(hash.value().ct_eq(full_hash.as_slice()))
+                    || record.id.eq_ignore_ascii_case(key_or_id)
+                {
+                    matches.push((hash.value().to_vec(), record));
+                }
+            }
+            let (hash, mut record) = match matches.len() {
+                0 => return Err(KeyStoreError::NotFound(key_or_id.to_string())),
+                1 => matches.remove(0),
+                _ => return Err(KeyStoreError::Ambiguous(key_or_id.to_string())),
+            };
+            change(&mut record);
+            table
+                .insert(hash.as_slice(), Self::encode(&record).as_slice())
+                .map_err(|e| self.db_err(e))?;
+            record
+        };
+        tx.commit().map_err(|e| self.db_err(e))?;
+        Ok(record)
+    }
+
+    /// Marks a key revoked (kept in the file so that it answers "revoked", not "invalid").
+    pub fn revoke(&self, key_or_id: &str) -> Result<KeyRecord, KeyStoreError> {
+        let now = unix_now();
+        self.update(key_or_id, |record| {
+            record.revoked_at.get_or_insert(now);
+        })
+    }
+
+    /// Replaces the limits given in `limits`, keeping the others.
+    pub fn set_limits(
+        &self,
+        key_or_id: &str,
+        limits: KeyLimits,
+    ) -> Result<KeyRecord, KeyStoreError> {
+        self.update(key_or_id, |record| {
+            if limits.rps.is_some() {
+                record.limits.rps = limits.rps;
+            }
+            if limits.burst.is_some() {
+                record.limits.burst = limits.burst;
+            }
+            if limits.daily_quota.is_some() {
+                record.limits.daily_quota = limits.daily_quota;
+            }
+        })
+    }
+
+    /// For `--dev` start-up: when no usable (unrevoked) key is stored, creates one named `name`
+    /// and returns its text so the node can print ready-made URLs; otherwise `None`.
+    pub fn ensure_key(&self, name: &str) -> Result<Option<NewKey>, KeyStoreError> {
+        if self.load()?.iter().any(|(_, record)| !record.is_revoked()) {
+            return Ok(None);
+        }
+        self.add(name, KeyLimits::default()).map(Some)
+    }
+}
+
+/// Convenience for node start-up with `--dev`: see [`KeyStore::ensure_key`].
+pub fn ensure_dev_key(datadir: &Path) -> anyhow::Result<Option<String>> {
+    Ok(KeyStore::in_datadir(datadir)
+        .ensure_key("dev")?
+        .map(|new| new.key))
+}
+
+/// A key as the running server knows it.
+#[derive(Debug)]
+pub struct KeyEntry {
+    pub id: ApiKeyId,
+    pub name: String,
+    pub revoked: bool,
+    hash: KeyHash,
+    /// Shared with the entry that replaces this one on a reload, so usage survives reloads.
+    pub limiter: Arc<Limiter>,
+}
+
+/// The running node's set of keys: the stored ones, re-read periodically, plus `--api-key` ones.
+#[derive(Debug)]
+pub struct KeyRegistry {
+    store: Option<KeyStore>,
+    cli_keys: Vec<(KeyHash, String)>,
+    defaults: EffectiveLimits,
+    entries: RwLock<HashMap<KeyHash, Arc<KeyEntry>>>,
+    /// Modification time and size of the key file at the last load, to skip unchanged files.
+    seen: std::sync::Mutex<Option<(SystemTime, u64)>>,
+}
+
+impl KeyRegistry {
+    /// Loads the stored keys (if a datadir is given) and adds `cli_keys` for this run.
+    pub fn new(
+        datadir: Option<&Path>,
+        cli_keys: &[String],
+        defaults: EffectiveLimits,
+    ) -> Result<Arc<Self>, KeyStoreError> {
+        let registry = Arc::new(Self {
+            store: datadir.map(KeyStore::in_datadir),
+            cli_keys: cli_keys
+                .iter()
+                .map(|key| (hash_key(key), key.clone()))
+                .collect(),
+            defaults,
+            entries: RwLock::new(HashMap::new()),
+            seen: std::sync::Mutex::new(None),
+        });
+        registry.reload(true)?;
+        Ok(registry)
+    }
+
+    /// Re-reads the key file if it changed (or always, with `force`).
+    pub fn reload(&self, force: bool) -> Result<(), KeyStoreError> {
+        let stamp = self
+            .store
+            .as_ref()
+            .and_then(|store| std::fs::metadata(store.path()).ok())
+            .and_then(|meta| Some((meta.modified().ok()?, meta.len())));
+        {
+            let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            if !force && *seen == stamp {
+                return Ok(());
+            }
+        }
+        let stored = match &self.store {
+            Some(store) => store.load()?,
+            None => Vec::new(),
+        };
+
+        let old = self
+            .entries
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut next = HashMap::with_capacity(stored.len() + self.cli_keys.len());
+        let mut make = |hash: KeyHash, name: String, revoked: bool, limits: KeyLimits| {
+            let limits = limits.or(self.defaults);
+            let limiter = match old.get(&hash) {
+                Some(previous) => {
+                    previous.limiter.set_limits(limits);
+                    previous.limiter.clone()
+                }
+                None => Arc::new(Limiter::new(limits)),
+            };
+            let id = ApiKeyId(Arc::from(key_id(&hash)));
+            next.insert(
+                hash,
+                Arc::new(KeyEntry {
+                    id,
+                    name,
+                    revoked,
+                    hash,
+                    limiter,
+                }),
+            );
+        };
+        for (hash, _) in &self.cli_keys {
+            make(*hash, "cli".to_string(), false, KeyLimits::default());
+        }
+        // Stored records win over `--api-key`: revoking a key also revokes it when given on the CLI.
+        for (hash, record) in stored {
+            let revoked = record.is_revoked();
+            make(hash, record.name, revoked, record.limits);
+        }
+
+        *self.entries.write().unwrap_or_else(|p| p.into_inner()) = next;
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = stamp;
+        Ok(())
+    }
+
+    /// Finds the key a request came with.
+    pub fn authenticate(&self, key: &str) -> Result<Arc<KeyEntry>, FrontDoorError> {
+        let hash = hash_key(key);
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        // The map lookup compares hashes, which says nothing useful about the key; the final
+        // comparison is constant-time anyway so that no code path compares secrets byte by byte.
+        let entry = entries
+            .get(&hash)
+            .filter(|entry| bool::from(entry.hash.ct_eq(&hash)));
+        match entry {
+            None => Err(FrontDoorError::InvalidKey),
+            Some(entry) if entry.revoked => Err(FrontDoorError::RevokedKey),
+            Some(entry) => Ok(entry.clone()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Re-reads the key file every `every` until the returned task is aborted.
+    pub fn spawn_refresh(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let registry = self.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                let registry = registry.clone();
+                // File I/O and a possible wait on the lock: keep it off the async workers.
+                let result = tokio::task::spawn_blocking(move || registry.reload(false)).await;
+                match result {
+                    Ok(Ok(())) => {}
+                    // Keep serving with the keys we have; a busy file is retried next tick.
+                    Ok(Err(err)) => {
+                        tracing::warn!(target: "simnode::rpc", %err, "re-reading API keys failed")
+                    }
+                    Err(err) => {
+                        tracing::warn!(target: "simnode::rpc", %err, "key refresh task failed")
+                    }
+                }
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `simnode keys`
+
+#[derive(Debug, Clone, Args)]
+pub struct KeysArgs {
+    #[command(subcommand)]
+    pub action: KeysAction,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DatadirArg {
+    /// The node's data directory (the keys live in DATADIR/keys.redb).
+    #[arg(long)]
+    pub datadir: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// Requests per second for this key (0 = unlimited); default: the node's --rpc.rate-limit.
+    #[arg(long)]
+    pub rps: Option<u32>,
+    /// Burst size for this key; default: the node's --rpc.rate-burst.
+    #[arg(long)]
+    pub burst: Option<u32>,
+    /// Requests per UTC day for this key (0 = unlimited); default: the node's --rpc.daily-quota.
+    #[arg(long = "daily-quota")]
+    pub daily_quota: Option<u64>,
+}
+
+impl From<&LimitArgs> for KeyLimits {
+    fn from(args: &LimitArgs) -> Self {
+        Self {
+            rps: args.rps,
+            burst: args.burst,
+            daily_quota: args.daily_quota,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum KeysAction {
+    /// Create a key and print it (it is shown only once).
+    Add {
+        /// A label for the key.
+        name: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+        #[command(flatten)]
+        datadir: DatadirArg,
+    },
+    /// List stored keys.
+    List {
+        #[command(flatten)]
+        datadir: DatadirArg,
+    },
+    /// Revoke a key, given as the key itself or its id from `keys list`.
+    Revoke {
+        key: String,
+        #[command(flatten)]
+        datadir: DatadirArg,
+    },
+    /// Change a key's rate limit or daily quota.
+    Limit {
+        key: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+        #[command(flatten)]
+        datadir: DatadirArg,
+    },
+}
+
+/// Runs `simnode keys ...`, printing to stdout.
+pub fn run(args: KeysArgs) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    run_to(args, &mut out)
+}
+
+/// Runs `simnode keys ...`, writing what it prints to `out` (tests read it).
+pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+    match args.action {
+        KeysAction::Add {
+            name,
+            limits,
+            datadir,
+        } => {
+            let new =
+                KeyStore::in_datadir(&datadir.datadir).add(&name, KeyLimits::from(&limits))?;
+            writeln!(out, "{}", new.key)?;
+            writeln!(out, "id {}  name {}", new.record.id, new.record.name)?;
+            writeln!(
+                out,
+                "HTTP: POST /v3/{}   WebSocket: /ws/v3/{}",
+                new.key, new.key
+            )?;
+            writeln!(out, "The key is shown only now; simnode stores its hash.")?;
+        }
+        KeysAction::List { datadir } => {
+            let records = KeyStore::in_datadir(&datadir.datadir).list()?;
+            writeln!(
+                out,
+                "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}",
+                "ID", "NAME", "STATUS", "CREATED", "RPS", "BURST", "DAILY"
+            )?;
+            let show = |v: Option<String>| v.unwrap_or_else(|| "default".to_string());
+            for r in records {
+                writeln!(
+                    out,
+                    "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}",
+                    r.id,
+                    r.name,
+                    if r.is_revoked() { "revoked" } else { "active" },
+                    format_utc(r.created_at),
+                    show(r.limits.rps.map(|v| v.to_string())),
+                    show(r.limits.burst.map(|v| v.to_string())),
+                    show(r.limits.daily_quota.map(|v| v.to_string())),
+                )?;
+            }
+        }
+        KeysAction::Revoke { key, datadir } => {
+            let record = KeyStore::in_datadir(&datadir.datadir).revoke(&key)?;
+            writeln!(out, "revoked {} ({})", record.id, record.name)?;
+        }
+        KeysAction::Limit {
+            key,
+            limits,
+            datadir,
+        } => {
+            let record = KeyStore::in_datadir(&datadir.datadir)
+                .set_limits(&key, KeyLimits::from(&limits))?;
+            writeln!(
+                out,
+                "limits of {} ({}): {:?}",
+                record.id, record.name, record.limits
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC, from unix seconds (civil-from-days, proleptic Gregorian).
+fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_utc_dates() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00:00");
+        assert_eq!(format_utc(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(format_utc(1_700_000_000), "2023-11-14 22:13:20");
+    }
+
+    #[test]
+    fn keys_are_128_bit_hex() {
+        let key = generate_key().expect("os randomness");
+        assert_eq!(key.len(), 32);
+        assert!(key.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(key, generate_key().expect("os randomness"));
+    }
 }

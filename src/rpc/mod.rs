@@ -1,13 +1,63 @@
-//! The RPC front door. (Being written: see issue 3.)
+//! The RPC front door: one port serving JSON-RPC over HTTP (`POST /v3/<key>`) and WebSocket
+//! (`GET /ws/v3/<key>`, upgrade), the way a hosted provider does.
+//!
+//! Everything that is not a method's own logic lives here, once:
+//! - [`http_layer`]: path routing, API-key authentication, content type and body size checks,
+//!   the 429 status for rate-limited answers, the WebSocket connection limit;
+//! - [`middleware`]: per-key rate limit and daily quota per call / batch item / WS message, the
+//!   per-network method [`policy`], metrics and request logs;
+//! - [`keys`]: the key file (`<datadir>/keys.redb`) and `simnode keys`;
+//! - [`metrics`] and [`logging`]: the operator's view.
+//!
+//! The statuses and codes the front door answers with are tabled in [`error`].
+//!
+//! Start-up, as the node does it:
+//! ```ignore
+//! let config = rpc::RpcConfig::from_args(&args.rpc, Some(&datadir), &spec.name, args.metrics);
+//! if args.dev { if let Some(key) = rpc::keys::ensure_dev_key(&datadir)? { /* print URLs */ } }
+//! let methods = rpc::modules::all_modules(&ctx);
+//! let server = rpc::start(config, methods).await?;
+//! rpc::shutdown_signal().await;
+//! server.stop();
+//! server.stopped().await;
+//! ```
 
+pub mod error;
+pub mod http_layer;
 pub mod keys;
+pub mod limiter;
+pub mod logging;
+pub mod metrics;
+pub mod middleware;
+pub mod modules;
+pub mod policy;
 
+use std::{
+    net::{IpAddr, SocketAddr},
+    path::PathBuf,
+    sync::Arc,
+    time::Duration,
+};
+
+use anyhow::Context as _;
 use clap::Args;
+use jsonrpsee::server::{
+    middleware::rpc::RpcServiceBuilder, BatchRequestConfig, Methods, PingConfig, ServerBuilder,
+    ServerConfig,
+};
+
+pub use error::FrontDoorError;
+pub use keys::{KeyRegistry, KeyStore};
+pub use limiter::{EffectiveLimits, KeyLimits};
+pub use logging::init_logging;
+pub use policy::MethodPolicy;
+
+const MIB: u32 = 1024 * 1024;
 
 #[derive(Debug, Clone, Args)]
 pub struct RpcArgs {
     #[arg(long = "http.addr", default_value = "127.0.0.1")]
-    pub http_addr: std::net::IpAddr,
+    pub http_addr: IpAddr,
     #[arg(long = "http.port", default_value_t = 8545)]
     pub http_port: u16,
     /// Adds an API key for this run on top of the stored ones.
@@ -17,4 +67,269 @@ pub struct RpcArgs {
     pub max_simulate_blocks: u64,
     #[arg(long = "rpc.gascap", default_value_t = 50_000_000)]
     pub gas_cap: u64,
+
+    /// Largest HTTP request body, and largest WebSocket message, in bytes.
+    #[arg(long = "rpc.max-request-size", default_value_t = 5 * MIB)]
+    pub max_request_size: u32,
+    /// Largest response (a whole batch counts as one), in bytes.
+    #[arg(long = "rpc.max-response-size", default_value_t = 50 * MIB)]
+    pub max_response_size: u32,
+    /// Most requests in one batch; a larger batch is answered with one error.
+    #[arg(long = "rpc.max-batch-size", default_value_t = 100)]
+    pub max_batch_size: u32,
+    /// Most connections (HTTP and WebSocket together) served at once.
+    #[arg(long = "rpc.max-connections", default_value_t = 500)]
+    pub max_connections: u32,
+    /// Most open WebSocket connections; more are refused with HTTP 503.
+    #[arg(long = "ws.max-connections", default_value_t = 100)]
+    pub max_ws_connections: u32,
+    /// Seconds between the server's WebSocket pings; a connection that misses three is closed.
+    /// 0 turns pings off (clients' pings are still answered).
+    #[arg(long = "ws.ping-interval", default_value_t = 30)]
+    pub ws_ping_interval: u64,
+
+    /// Default requests per second per API key (0 = unlimited); a key's own limit wins.
+    #[arg(long = "rpc.rate-limit", default_value_t = 100)]
+    pub rate_limit: u32,
+    /// Default burst per API key (requests allowed at once after an idle period).
+    #[arg(long = "rpc.rate-burst", default_value_t = 200)]
+    pub rate_burst: u32,
+    /// Default requests per UTC day per API key (0 = unlimited).
+    #[arg(long = "rpc.daily-quota", default_value_t = 0)]
+    pub daily_quota: u64,
+
+    /// Serve this method even where the network policy switches it off (repeatable).
+    #[arg(long = "rpc.allow-method", value_delimiter = ',')]
+    pub allow_methods: Vec<String>,
+    /// Do not serve this method on this run (repeatable): it answers -32601.
+    #[arg(long = "rpc.deny-method", value_delimiter = ',')]
+    pub deny_methods: Vec<String>,
+}
+
+impl Default for RpcArgs {
+    fn default() -> Self {
+        Self {
+            http_addr: IpAddr::from([127, 0, 0, 1]),
+            http_port: 8545,
+            api_keys: Vec::new(),
+            max_simulate_blocks: 16,
+            gas_cap: 50_000_000,
+            max_request_size: 5 * MIB,
+            max_response_size: 50 * MIB,
+            max_batch_size: 100,
+            max_connections: 500,
+            max_ws_connections: 100,
+            ws_ping_interval: 30,
+            rate_limit: 100,
+            rate_burst: 200,
+            daily_quota: 0,
+            allow_methods: Vec::new(),
+            deny_methods: Vec::new(),
+        }
+    }
+}
+
+/// Everything [`start`] needs.
+#[derive(Debug, Clone)]
+pub struct RpcConfig {
+    pub listen: SocketAddr,
+    /// Where `keys.redb` lives; `None` serves only `cli_keys`.
+    pub datadir: Option<PathBuf>,
+    /// `ChainSpec::name`: picks the method policy.
+    pub network: String,
+    pub cli_keys: Vec<String>,
+    pub default_limits: EffectiveLimits,
+    pub max_request_size: u32,
+    pub max_response_size: u32,
+    pub max_batch_size: u32,
+    pub max_connections: u32,
+    pub max_ws_connections: u32,
+    pub ws_ping_interval: Option<Duration>,
+    pub policy: MethodPolicy,
+    /// Serve Prometheus metrics here (the node's `--metrics`).
+    pub metrics: Option<SocketAddr>,
+    /// How often the key file is re-read.
+    pub key_refresh: Duration,
+}
+
+impl RpcConfig {
+    pub fn from_args(
+        args: &RpcArgs,
+        datadir: Option<&std::path::Path>,
+        network: &str,
+        metrics: Option<SocketAddr>,
+    ) -> Self {
+        Self {
+            listen: SocketAddr::new(args.http_addr, args.http_port),
+            datadir: datadir.map(|d| d.to_path_buf()),
+            network: network.to_string(),
+            cli_keys: args.api_keys.clone(),
+            default_limits: EffectiveLimits {
+                rps: args.rate_limit,
+                burst: args.rate_burst.max(1),
+                daily_quota: args.daily_quota,
+            },
+            max_request_size: args.max_request_size,
+            max_response_size: args.max_response_size,
+            max_batch_size: args.max_batch_size,
+            max_connections: args.max_connections,
+            max_ws_connections: args.max_ws_connections,
+            ws_ping_interval: (args.ws_ping_interval > 0)
+                .then(|| Duration::from_secs(args.ws_ping_interval)),
+            policy: MethodPolicy::for_network(network, &args.allow_methods, &args.deny_methods),
+            metrics,
+            key_refresh: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A running server. Dropping it does not stop the server; call [`RpcServerHandle::stop`].
+#[derive(Debug)]
+pub struct RpcServerHandle {
+    local_addr: SocketAddr,
+    server: jsonrpsee::server::ServerHandle,
+    keys: Arc<KeyRegistry>,
+    refresh: tokio::task::JoinHandle<()>,
+}
+
+impl RpcServerHandle {
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn http_url(&self, key: &str) -> String {
+        format!("http://{}/v3/{key}", self.local_addr)
+    }
+
+    pub fn ws_url(&self, key: &str) -> String {
+        format!("ws://{}/ws/v3/{key}", self.local_addr)
+    }
+
+    pub fn keys(&self) -> &Arc<KeyRegistry> {
+        &self.keys
+    }
+
+    /// Stops accepting connections; requests in flight are finished ([`Self::stopped`] waits
+    /// for them). Calling it twice is harmless.
+    pub fn stop(&self) {
+        self.refresh.abort();
+        let _already_stopped = self.server.stop();
+    }
+
+    /// Resolves when the server has stopped and every connection has finished.
+    pub async fn stopped(self) {
+        self.server.stopped().await;
+    }
+}
+
+/// Starts the server on `config.listen` with `methods` (the merged module methods). Also starts
+/// the key-file refresh and, with `config.metrics`, the Prometheus endpoint.
+pub async fn start(
+    config: RpcConfig,
+    methods: impl Into<Methods>,
+) -> anyhow::Result<RpcServerHandle> {
+    let methods: Methods = methods.into();
+
+    if let Some(addr) = config.metrics {
+        metrics::install(addr)?;
+        tracing::info!(target: "simnode::rpc", %addr, "metrics at http://{addr}/metrics");
+    }
+
+    let keys = {
+        let datadir = config.datadir.clone();
+        let cli_keys = config.cli_keys.clone();
+        let defaults = config.default_limits;
+        tokio::task::spawn_blocking(move || {
+            KeyRegistry::new(datadir.as_deref(), &cli_keys, defaults)
+        })
+        .await
+        .context("loading API keys")??
+    };
+    if keys.is_empty() {
+        tracing::warn!(target: "simnode::rpc", "no API keys: every request will be refused (add one with `simnode keys add`)");
+    }
+
+    let mut server_config = ServerConfig::builder()
+        .max_request_body_size(config.max_request_size)
+        .max_response_body_size(config.max_response_size)
+        .max_connections(config.max_connections)
+        .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch_size));
+    server_config = match config.ws_ping_interval {
+        Some(every) => server_config.enable_ws_ping(
+            PingConfig::new()
+                .ping_interval(every)
+                .inactive_limit(every * 3)
+                .max_failures(3),
+        ),
+        None => server_config.disable_ws_ping(),
+    };
+
+    let http = tower::ServiceBuilder::new().layer(http_layer::FrontDoorLayer::new(
+        http_layer::FrontDoorConfig {
+            keys: keys.clone(),
+            max_request_body_size: config.max_request_size,
+            max_ws_connections: config.max_ws_connections as usize,
+        },
+    ));
+    let rpc = RpcServiceBuilder::new().layer(middleware::FrontDoorRpcLayer::new(
+        config.policy.clone(),
+        methods.clone(),
+        config.max_response_size,
+    ));
+
+    let server = ServerBuilder::default()
+        .set_config(server_config.build())
+        .set_http_middleware(http)
+        .set_rpc_middleware(rpc)
+        .build(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local_addr = server.local_addr().context("reading the bound address")?;
+    let handle = server.start(methods);
+    let refresh = keys.spawn_refresh(config.key_refresh);
+
+    let denied: Vec<&str> = config.policy.denied().collect();
+    tracing::info!(
+        target: "simnode::rpc",
+        addr = %local_addr,
+        network = %config.network,
+        keys = keys.len(),
+        not_served = ?denied,
+        "JSON-RPC on http://{local_addr}/v3/<key> and ws://{local_addr}/ws/v3/<key>"
+    );
+    Ok(RpcServerHandle {
+        local_addr,
+        server: handle,
+        keys,
+        refresh,
+    })
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM; the node then stops the server and closes the store.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::warn!(target: "simnode::rpc", %err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(target: "simnode::rpc", %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!(target: "simnode::rpc", "SIGINT: shutting down"),
+        () = term => tracing::info!(target: "simnode::rpc", "SIGTERM: shutting down"),
+    }
 }

@@ -1,0 +1,153 @@
+//! Every error the front door itself produces (as opposed to a method's own errors, which live in
+//! `simnode_api::RpcError`), with its HTTP status and JSON-RPC code fixed in one place.
+//!
+//! | HTTP | JSON-RPC code | message                                        | when                                                         |
+//! |------|---------------|------------------------------------------------|--------------------------------------------------------------|
+//! | 404  | -32600        | `not found: ...`                               | any path other than `POST /v3/<key>` / `GET /ws/v3/<key>` (upgrade) |
+//! | 401  | -32001        | `project id required in the URL`               | `/v3/` or `/ws/v3/` without a key                            |
+//! | 401  | -32001        | `invalid project id`                           | unknown key                                                  |
+//! | 401  | -32001        | `project id revoked`                           | key revoked with `simnode keys revoke`                       |
+//! | 415  | -32600        | `unsupported content type: ...`                | HTTP POST without `Content-Type: application/json`           |
+//! | 413  | -32007        | `request body too large: ...`                  | body over `--rpc.max-request-size` (WS: same limit, per message, answered in-band) |
+//! | 429  | -32005        | `project ID request rate exceeded`             | over the key's requests/s; `data: {allowed_rps, backoff_seconds}` (WS: in-band, no status) |
+//! | 429  | -32005        | `daily request count exceeded, request rate limited` | over the key's daily quota; `data: {allowed_per_day, backoff_seconds}` |
+//! | 503  | -32005        | `too many websocket connections`               | more than `--ws.max-connections` open sockets                |
+//! | 200  | -32601        | `the method X is not available on NETWORK`     | method switched off by the per-network policy                |
+//! | 200  | -32601        | `Method not found`                             | unknown method (jsonrpsee)                                   |
+//! | 200  | -32700        | `Parse error`                                  | body is not JSON (jsonrpsee)                                 |
+//! | 200  | -32600        | `Invalid request`                              | JSON but not a JSON-RPC request, or an empty batch (jsonrpsee) |
+//! | 200  | -32602        | `Invalid params` (+ serde's reason)            | a parameter does not decode (the method)                     |
+//! | 200  | -32010        | `The batch request was too large`              | batch over `--rpc.max-batch-size` (one error, id null)       |
+//! | 200  | -32008        | `The response was too large`                   | answer over `--rpc.max-response-size`                        |
+
+use std::time::Duration;
+
+use http::StatusCode;
+use jsonrpsee::{server::HttpResponse, types::ErrorObjectOwned};
+use serde_json::json;
+
+/// JSON-RPC code of authentication failures (the hosted service uses -32001 too).
+pub const UNAUTHORIZED_CODE: i32 = -32001;
+/// EIP-1474 "limit exceeded".
+pub const LIMIT_EXCEEDED_CODE: i32 = -32005;
+/// jsonrpsee's code for an oversized request, reused so that HTTP and WS agree.
+pub const OVERSIZED_REQUEST_CODE: i32 = jsonrpsee::types::error::OVERSIZED_REQUEST_CODE;
+pub const INVALID_REQUEST_CODE: i32 = jsonrpsee::types::error::INVALID_REQUEST_CODE;
+pub const METHOD_NOT_FOUND_CODE: i32 = jsonrpsee::types::error::METHOD_NOT_FOUND_CODE;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FrontDoorError {
+    #[error("not found: {0}")]
+    NotFound(&'static str),
+    #[error("project id required in the URL")]
+    MissingKey,
+    #[error("invalid project id")]
+    InvalidKey,
+    #[error("project id revoked")]
+    RevokedKey,
+    #[error("unsupported content type: use Content-Type: application/json")]
+    UnsupportedContentType,
+    #[error("request body too large: the limit is {limit} bytes")]
+    BodyTooLarge { limit: u32 },
+    #[error("project ID request rate exceeded")]
+    RateLimited { allowed_rps: f64, backoff: Duration },
+    #[error("daily request count exceeded, request rate limited")]
+    QuotaExceeded {
+        allowed_per_day: u64,
+        backoff: Duration,
+    },
+    #[error("too many websocket connections")]
+    TooManyWsConnections { max: usize },
+    #[error("the method {method} is not available on {network}")]
+    MethodNotAvailable { method: String, network: String },
+}
+
+impl FrontDoorError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MissingKey | Self::InvalidKey | Self::RevokedKey => StatusCode::UNAUTHORIZED,
+            Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RateLimited { .. } | Self::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyWsConnections { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            // Method-level errors travel inside a normal JSON-RPC answer.
+            Self::MethodNotAvailable { .. } => StatusCode::OK,
+        }
+    }
+
+    pub fn code(&self) -> i32 {
+        match self {
+            Self::NotFound(_) | Self::UnsupportedContentType => INVALID_REQUEST_CODE,
+            Self::MissingKey | Self::InvalidKey | Self::RevokedKey => UNAUTHORIZED_CODE,
+            Self::BodyTooLarge { .. } => OVERSIZED_REQUEST_CODE,
+            Self::RateLimited { .. }
+            | Self::QuotaExceeded { .. }
+            | Self::TooManyWsConnections { .. } => LIMIT_EXCEEDED_CODE,
+            Self::MethodNotAvailable { .. } => METHOD_NOT_FOUND_CODE,
+        }
+    }
+
+    /// Seconds a client should wait before retrying, for limit errors.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { backoff, .. } | Self::QuotaExceeded { backoff, .. } => {
+                Some(*backoff)
+            }
+            _ => None,
+        }
+    }
+
+    fn data(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::RateLimited {
+                allowed_rps,
+                backoff,
+            } => Some(json!({ "allowed_rps": allowed_rps, "backoff_seconds": round_ms(*backoff) })),
+            Self::QuotaExceeded {
+                allowed_per_day,
+                backoff,
+            } => Some(
+                json!({ "allowed_per_day": allowed_per_day, "backoff_seconds": round_ms(*backoff) }),
+            ),
+            Self::TooManyWsConnections { max } => Some(json!({ "max_connections": max })),
+            _ => None,
+        }
+    }
+
+    pub fn to_error_object(&self) -> ErrorObjectOwned {
+        ErrorObjectOwned::owned(self.code(), self.to_string(), self.data())
+    }
+
+    /// A complete HTTP response: the status above and a JSON-RPC error body with a null id
+    /// (the request was not parsed, so there is no id to echo).
+    pub fn to_http_response(&self) -> HttpResponse {
+        let body =
+            json!({ "jsonrpc": "2.0", "id": null, "error": self.to_error_object() }).to_string();
+        let mut builder = http::Response::builder().status(self.status()).header(
+            http::header::CONTENT_TYPE,
+            "application/json; charset=utf-8",
+        );
+        if let Some(after) = self.retry_after() {
+            builder = builder.header(http::header::RETRY_AFTER, retry_after_header(after));
+        }
+        match builder.body(jsonrpsee::server::HttpBody::from(body)) {
+            Ok(response) => response,
+            // Status and headers above are all valid constants; keep a plain fallback anyway
+            // rather than panicking inside the server.
+            Err(_) => http::Response::new(jsonrpsee::server::HttpBody::from("internal error")),
+        }
+    }
+}
+
+/// `Retry-After` takes whole seconds; round up so a client that obeys it is never early.
+pub fn retry_after_header(after: Duration) -> String {
+    let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+    secs.max(1).to_string()
+}
+
+fn round_ms(d: Duration) -> f64 {
+    // Round up to the millisecond: a client waiting exactly this long finds a token.
+    let ms = d.as_micros().div_ceil(1000) as f64;
+    ms / 1000.0
+}

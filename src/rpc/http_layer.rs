@@ -1,0 +1,332 @@
+//! The HTTP side of the front door, a tower layer in front of jsonrpsee: routes by path,
+//! authenticates the key, checks what can be checked before the body is read, and turns a
+//! rate-limited answer into HTTP 429.
+//!
+//! jsonrpsee serves every path alike, so this layer is what makes `/v3/<key>` and `/ws/v3/<key>`
+//! the only doors. The key reaches methods as [`ApiKeyId`] in the request extensions; the
+//! [`AuthedKey`] beside it carries the key's limiter to the RPC middleware, which does the
+//! per-call accounting for HTTP and WebSocket alike (only it can see batch items and WS
+//! messages).
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use http::{header, Method, Request, StatusCode};
+use jsonrpsee::{core::BoxError, server::HttpResponse};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::{
+    error::{retry_after_header, FrontDoorError},
+    keys::{KeyEntry, KeyRegistry},
+    metrics,
+};
+
+/// The authenticated key of a request (HTTP request or WS connection).
+#[derive(Debug, Clone)]
+pub struct AuthedKey(pub Arc<KeyEntry>);
+
+/// How a request arrived; the RPC middleware labels metrics with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Http,
+    Ws,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Ws => "ws",
+        }
+    }
+}
+
+/// Put on a method response by the RPC middleware when the request was refused for its rate or
+/// quota; this layer then answers with 429 and `Retry-After`.
+#[derive(Debug, Clone)]
+pub struct LimitedMarker(pub FrontDoorError);
+
+/// Held in the extensions of a WebSocket connection for as long as jsonrpsee keeps the
+/// connection's extensions, which is the connection's lifetime: dropping it frees the slot.
+#[derive(Debug)]
+struct WsSlot {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl WsSlot {
+    fn new(permit: OwnedSemaphorePermit) -> Self {
+        ::metrics::gauge!(metrics::WS_CONNECTIONS).increment(1.0);
+        Self { _permit: permit }
+    }
+}
+
+impl Drop for WsSlot {
+    fn drop(&mut self) {
+        ::metrics::gauge!(metrics::WS_CONNECTIONS).decrement(1.0);
+    }
+}
+
+#[derive(Debug)]
+pub struct FrontDoorConfig {
+    pub keys: Arc<KeyRegistry>,
+    pub max_request_body_size: u32,
+    pub max_ws_connections: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct FrontDoorLayer {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    keys: Arc<KeyRegistry>,
+    max_request_body_size: u32,
+    max_ws_connections: usize,
+    ws_slots: Arc<Semaphore>,
+}
+
+impl FrontDoorLayer {
+    pub fn new(config: FrontDoorConfig) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                ws_slots: Arc::new(Semaphore::new(config.max_ws_connections)),
+                keys: config.keys,
+                max_request_body_size: config.max_request_body_size,
+                max_ws_connections: config.max_ws_connections,
+            }),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for FrontDoorLayer {
+    type Service = FrontDoor<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        FrontDoor {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FrontDoor<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+/// Where a request is going, decided from method, path and upgrade headers only.
+#[derive(Debug, PartialEq, Eq)]
+enum Route<'a> {
+    Rpc { key: &'a str, transport: Transport },
+    MissingKey,
+    NotFound(&'static str),
+}
+
+fn route<'a>(method: &Method, path: &'a str, upgrade: bool) -> Route<'a> {
+    let (rest, transport) = if let Some(rest) = path.strip_prefix("/ws/v3") {
+        (rest, Transport::Ws)
+    } else if let Some(rest) = path.strip_prefix("/v3") {
+        (rest, Transport::Http)
+    } else {
+        return Route::NotFound("use POST /v3/<key> or a WebSocket at /ws/v3/<key>");
+    };
+    match transport {
+        Transport::Http if method != Method::POST || upgrade => {
+            return Route::NotFound(
+                "/v3/<key> takes POST requests; WebSockets connect to /ws/v3/<key>",
+            )
+        }
+        Transport::Ws if method != Method::GET || !upgrade => {
+            return Route::NotFound(
+                "/ws/v3/<key> takes WebSocket upgrade requests; HTTP clients POST to /v3/<key>",
+            )
+        }
+        _ => {}
+    }
+    let key = match rest {
+        "" | "/" => return Route::MissingKey,
+        _ => match rest.strip_prefix('/') {
+            Some(key) => key,
+            None => return Route::NotFound("use POST /v3/<key> or a WebSocket at /ws/v3/<key>"),
+        },
+    };
+    if key.contains('/') {
+        return Route::NotFound("use POST /v3/<key> or a WebSocket at /ws/v3/<key>");
+    }
+    Route::Rpc { key, transport }
+}
+
+fn is_upgrade<B>(req: &Request<B>) -> bool {
+    let has_token = |name: header::HeaderName, token: &str| {
+        req.headers().get_all(name).iter().any(|value| {
+            value.to_str().is_ok_and(|v| {
+                v.split(',')
+                    .any(|part| part.trim().eq_ignore_ascii_case(token))
+            })
+        })
+    };
+    has_token(header::CONNECTION, "upgrade") && has_token(header::UPGRADE, "websocket")
+}
+
+/// The content types jsonrpsee accepts; checked here so that a wrong one gets a JSON body.
+fn is_json<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let mime = v.split(';').next().unwrap_or("").trim();
+            let params_ok = v
+                .split(';')
+                .skip(1)
+                .all(|p| p.trim().eq_ignore_ascii_case("charset=utf-8"));
+            (mime.eq_ignore_ascii_case("application/json")
+                || mime.eq_ignore_ascii_case("application/json-rpc"))
+                && params_ok
+        })
+}
+
+fn content_length<B>(req: &Request<B>) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<HttpResponse, BoxError>> + Send>>;
+
+fn reject(err: FrontDoorError) -> BoxFuture {
+    tracing::debug!(target: "simnode::rpc", status = err.status().as_u16(), %err, "request refused at the front door");
+    metrics::http_response(err.status().as_u16());
+    let response = err.to_http_response();
+    Box::pin(async move { Ok(response) })
+}
+
+impl<S, B> tower::Service<Request<B>> for FrontDoor<S>
+where
+    S: tower::Service<Request<B>, Response = HttpResponse, Error = BoxError>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = HttpResponse;
+    type Error = BoxError;
+    type Future = BoxFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let upgrade = is_upgrade(&req);
+        let path = req.uri().path().to_string();
+        let (key, transport) = match route(req.method(), &path, upgrade) {
+            Route::Rpc { key, transport } => (key, transport),
+            Route::MissingKey => return reject(FrontDoorError::MissingKey),
+            Route::NotFound(hint) => return reject(FrontDoorError::NotFound(hint)),
+        };
+        let entry = match self.shared.keys.authenticate(key) {
+            Ok(entry) => entry,
+            Err(err) => return reject(err),
+        };
+
+        match transport {
+            Transport::Http => {
+                if !is_json(&req) {
+                    return reject(FrontDoorError::UnsupportedContentType);
+                }
+                // Refuse a declared oversize body before reading it; jsonrpsee still enforces the
+                // limit on bodies without a length (chunked) while reading.
+                let limit = self.shared.max_request_body_size;
+                if content_length(&req).is_some_and(|len| len > u64::from(limit)) {
+                    return reject(FrontDoorError::BodyTooLarge { limit });
+                }
+            }
+            Transport::Ws => {
+                let Ok(permit) = self.shared.ws_slots.clone().try_acquire_owned() else {
+                    return reject(FrontDoorError::TooManyWsConnections {
+                        max: self.shared.max_ws_connections,
+                    });
+                };
+                req.extensions_mut().insert(Arc::new(WsSlot::new(permit)));
+            }
+        }
+
+        req.extensions_mut().insert(entry.id.clone());
+        req.extensions_mut().insert(AuthedKey(entry));
+        req.extensions_mut().insert(transport);
+
+        // The inner service was polled ready; swap in a fresh clone for the next call (the tower
+        // idiom for services that are cheap to clone).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let fut = inner.call(req);
+        Box::pin(async move {
+            let mut response = fut.await?;
+            if let Some(LimitedMarker(err)) = response.extensions_mut().remove::<LimitedMarker>() {
+                *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                if let Some(after) = err.retry_after() {
+                    if let Ok(value) = http::HeaderValue::from_str(&retry_after_header(after)) {
+                        response.headers_mut().insert(header::RETRY_AFTER, value);
+                    }
+                }
+            }
+            metrics::http_response(response.status().as_u16());
+            Ok(response)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        let post = Method::POST;
+        let get = Method::GET;
+        assert_eq!(
+            route(&post, "/v3/abc", false),
+            Route::Rpc {
+                key: "abc",
+                transport: Transport::Http
+            }
+        );
+        assert_eq!(
+            route(&get, "/ws/v3/abc", true),
+            Route::Rpc {
+                key: "abc",
+                transport: Transport::Ws
+            }
+        );
+        assert_eq!(route(&post, "/v3/", false), Route::MissingKey);
+        assert_eq!(route(&post, "/v3", false), Route::MissingKey);
+        assert_eq!(route(&get, "/ws/v3/", true), Route::MissingKey);
+        assert!(matches!(route(&post, "/", false), Route::NotFound(_)));
+        assert!(matches!(route(&post, "/v3abc", false), Route::NotFound(_)));
+        assert!(matches!(
+            route(&post, "/v3/abc/def", false),
+            Route::NotFound(_)
+        ));
+        assert!(matches!(route(&get, "/v3/abc", false), Route::NotFound(_)));
+        assert!(matches!(
+            route(&get, "/ws/v3/abc", false),
+            Route::NotFound(_)
+        ));
+        assert!(matches!(
+            route(&post, "/ws/v3/abc", false),
+            Route::NotFound(_)
+        ));
+        assert!(matches!(route(&get, "/v3/abc", true), Route::NotFound(_)));
+    }
+}

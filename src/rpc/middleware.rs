@@ -1,0 +1,256 @@
+//! The JSON-RPC side of the front door, a jsonrpsee RPC middleware: per-key rate limit and
+//! quota (one charge per call, per batch item and per WS message), the per-network method
+//! policy, metrics and request logs.
+//!
+//! Rate limiting lives here rather than in the HTTP layer because only here are batch items and
+//! WebSocket messages visible. When a request is refused, the error response carries a
+//! [`LimitedMarker`] extension; jsonrpsee copies response extensions onto the HTTP response, and
+//! the HTTP layer turns the marker into status 429. On WebSocket there is no status to set, so
+//! the error answers the message itself.
+
+use std::{sync::Arc, time::Instant};
+
+use jsonrpsee::{
+    core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT},
+    server::{BatchResponseBuilder, MethodResponse, Methods},
+    types::Request,
+};
+
+use super::{
+    error::FrontDoorError,
+    http_layer::{AuthedKey, LimitedMarker, Transport},
+    metrics,
+    policy::MethodPolicy,
+};
+
+#[derive(Debug)]
+struct Shared {
+    policy: MethodPolicy,
+    /// To label metrics with real method names only.
+    methods: Methods,
+    max_response_body_size: usize,
+}
+
+/// Builds [`FrontDoorRpc`] services around jsonrpsee's own.
+#[derive(Debug, Clone)]
+pub struct FrontDoorRpcLayer {
+    shared: Arc<Shared>,
+}
+
+impl FrontDoorRpcLayer {
+    pub fn new(policy: MethodPolicy, methods: Methods, max_response_body_size: u32) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                policy,
+                methods,
+                max_response_body_size: max_response_body_size as usize,
+            }),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for FrontDoorRpcLayer {
+    type Service = FrontDoorRpc<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        FrontDoorRpc {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FrontDoorRpc<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+/// Charges `n` requests to the key in `extensions`. Requests without a key cannot arrive through
+/// the HTTP layer, so they are not limited here.
+fn charge(extensions: &http::Extensions, n: usize) -> Result<(), FrontDoorError> {
+    match extensions.get::<AuthedKey>() {
+        Some(AuthedKey(entry)) => {
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            let result = entry.limiter.try_acquire(n);
+            if result.is_ok() {
+                ::metrics::counter!(metrics::KEY_REQUESTS, "key" => entry.id.0.to_string())
+                    .increment(u64::from(n));
+            }
+            result
+        }
+        None => Ok(()),
+    }
+}
+
+fn limited_response(id: jsonrpsee::types::Id<'_>, err: FrontDoorError) -> MethodResponse {
+    let mut response = MethodResponse::error(id, err.to_error_object());
+    response.extensions_mut().insert(LimitedMarker(err));
+    response
+}
+
+impl<S> FrontDoorRpc<S>
+where
+    S: RpcServiceT<
+            MethodResponse = MethodResponse,
+            BatchResponse = MethodResponse,
+            NotificationResponse = MethodResponse,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    /// One call, already paid for: policy, then the method, with metrics and a log line.
+    async fn serve_call(inner: S, shared: Arc<Shared>, request: Request<'_>) -> MethodResponse {
+        let started = Instant::now();
+        let method = request.method_name().to_string();
+        let transport = request
+            .extensions()
+            .get::<Transport>()
+            .copied()
+            .unwrap_or(Transport::Http);
+        let key = request
+            .extensions()
+            .get::<AuthedKey>()
+            .map(|AuthedKey(entry)| entry.id.0.clone());
+
+        let response = match shared.policy.check(&method) {
+            Err(err) => MethodResponse::error(request.id().into_owned(), err.to_error_object()),
+            Ok(()) => inner.call(request).await,
+        };
+
+        let elapsed = started.elapsed();
+        let label = if shared.methods.method(&method).is_some() {
+            method.clone()
+        } else {
+            "unknown".to_string()
+        };
+        let code = response.as_error_code();
+        let code_label = code.map_or_else(|| "ok".to_string(), |c| c.to_string());
+        ::metrics::counter!(metrics::RPC_REQUESTS, "method" => label.clone(), "transport" => transport.as_str(), "code" => code_label.clone())
+            .increment(1);
+        if code.is_some() {
+            ::metrics::counter!(metrics::RPC_ERRORS, "method" => label.clone(), "code" => code_label).increment(1);
+        }
+        ::metrics::histogram!(metrics::RPC_DURATION, "method" => label)
+            .record(elapsed.as_secs_f64());
+        tracing::debug!(
+            target: "simnode::rpc",
+            method = %method,
+            transport = transport.as_str(),
+            key = key.as_deref().unwrap_or("-"),
+            error_code = code,
+            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+            "rpc call"
+        );
+        response
+    }
+}
+
+impl<S> RpcServiceT for FrontDoorRpc<S>
+where
+    S: RpcServiceT<
+            MethodResponse = MethodResponse,
+            BatchResponse = MethodResponse,
+            NotificationResponse = MethodResponse,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    type MethodResponse = MethodResponse;
+    type NotificationResponse = MethodResponse;
+    type BatchResponse = MethodResponse;
+
+    fn call<'a>(
+        &self,
+        request: Request<'a>,
+    ) -> impl std::future::Future<Output = MethodResponse> + Send + 'a {
+        let inner = self.inner.clone();
+        let shared = self.shared.clone();
+        async move {
+            if let Err(err) = charge(request.extensions(), 1) {
+                return limited_response(request.id, err);
+            }
+            Self::serve_call(inner, shared, request).await
+        }
+    }
+
+    fn batch<'a>(
+        &self,
+        batch: Batch<'a>,
+    ) -> impl std::future::Future<Output = MethodResponse> + Send + 'a {
+        let inner = self.inner.clone();
+        let shared = self.shared.clone();
+        async move {
+            let mut batch = batch;
+            let items = batch.len();
+            let charged = if items == 0 {
+                Ok(())
+            } else {
+                charge(batch.extensions(), items)
+            };
+
+            let mut builder = BatchResponseBuilder::new_with_limit(shared.max_response_body_size);
+            let mut got_notification = false;
+            for entry in batch {
+                let response = match (entry, &charged) {
+                    (Ok(BatchEntry::Call(request)), Ok(())) => {
+                        Self::serve_call(inner.clone(), shared.clone(), request).await
+                    }
+                    (Ok(BatchEntry::Call(request)), Err(err)) => {
+                        MethodResponse::error(request.id, err.to_error_object())
+                    }
+                    (Ok(BatchEntry::Notification(notification)), charged) => {
+                        got_notification = true;
+                        if charged.is_ok()
+                            && shared.policy.check(notification.method_name()).is_ok()
+                        {
+                            inner.notification(notification).await;
+                        }
+                        continue;
+                    }
+                    (Err(invalid), _) => {
+                        let (err, id) = BatchEntryErr::into_parts(invalid);
+                        MethodResponse::error(id, err)
+                    }
+                };
+                if let Err(too_big) = builder.append(response) {
+                    return too_big;
+                }
+            }
+
+            let mut response = if builder.is_empty() && got_notification {
+                MethodResponse::notification()
+            } else {
+                // An empty batch is answered with one "invalid request" by the builder, as the
+                // JSON-RPC spec asks.
+                MethodResponse::from_batch(builder.finish())
+            };
+            if let Err(err) = charged {
+                response.extensions_mut().insert(LimitedMarker(err));
+            }
+            response
+        }
+    }
+
+    fn notification<'a>(
+        &self,
+        n: Notification<'a>,
+    ) -> impl std::future::Future<Output = MethodResponse> + Send + 'a {
+        let inner = self.inner.clone();
+        let shared = self.shared.clone();
+        async move {
+            // A notification gets no answer, but it is still a request the key pays for.
+            if let Err(err) = charge(n.extensions(), 1) {
+                let mut response = MethodResponse::notification();
+                response.extensions_mut().insert(LimitedMarker(err));
+                return response;
+            }
+            if shared.policy.check(n.method_name()).is_err() {
+                return MethodResponse::notification();
+            }
+            inner.notification(n).await
+        }
+    }
+}
