@@ -1,1 +1,457 @@
-//! placeholder
+//! The standard `eth_*`, `net_*` and `web3_*` methods that wallets and clients rely on,
+//! served from the node's stored chain through [`simnode_api::ChainView`].
+//!
+//! Answers follow geth field for field (the execution-apis fixtures are recorded from it).
+//! EVM work (eth_call, eth_estimateGas) runs on the blocking pool.
+
+mod evm;
+mod fees;
+mod logs;
+mod send;
+
+use std::sync::Arc;
+
+use alloy::{
+    consensus::{transaction::Recovered, Header, Sealed},
+    primitives::{Address, Bytes, B256, U256, U64},
+    rpc::types::{
+        state::StateOverride, Block, BlockOverrides, BlockTransactions, FeeHistory, Header as RpcHeader, Log,
+        Transaction, TransactionInfo, TransactionReceipt, TransactionRequest,
+    },
+};
+use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
+use revm::DatabaseRef;
+use serde_json::Value;
+use simnode_api::{BlockParam, ModuleContext, RpcError, RpcResult, StoredBlock};
+
+/// What `web3_clientVersion` answers.
+pub const CLIENT_VERSION: &str = concat!("simnode/v", env!("CARGO_PKG_VERSION"));
+
+#[rpc(server)]
+pub trait EthApi {
+    #[method(name = "eth_chainId")]
+    fn chain_id(&self) -> JsonRpcResult<U64>;
+    #[method(name = "net_version")]
+    fn net_version(&self) -> JsonRpcResult<String>;
+    #[method(name = "web3_clientVersion")]
+    fn client_version(&self) -> JsonRpcResult<String>;
+    #[method(name = "eth_blockNumber")]
+    fn block_number(&self) -> JsonRpcResult<U64>;
+    #[method(name = "eth_syncing")]
+    fn syncing(&self) -> JsonRpcResult<bool>;
+
+    #[method(name = "eth_getBlockByNumber")]
+    fn block_by_number(&self, block: BlockParam, full: Option<bool>) -> JsonRpcResult<Option<Block>>;
+    #[method(name = "eth_getBlockByHash")]
+    fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>>;
+    #[method(name = "eth_getBlockTransactionCountByNumber")]
+    fn tx_count_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<U64>>;
+    #[method(name = "eth_getBlockTransactionCountByHash")]
+    fn tx_count_by_hash(&self, hash: B256) -> JsonRpcResult<Option<U64>>;
+    #[method(name = "eth_getTransactionByHash")]
+    fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>>;
+    #[method(name = "eth_getTransactionByBlockHashAndIndex")]
+    fn transaction_by_block_hash_and_index(&self, hash: B256, index: U64) -> JsonRpcResult<Option<Transaction>>;
+    #[method(name = "eth_getTransactionByBlockNumberAndIndex")]
+    fn transaction_by_block_number_and_index(
+        &self,
+        block: BlockParam,
+        index: U64,
+    ) -> JsonRpcResult<Option<Transaction>>;
+    #[method(name = "eth_getTransactionReceipt")]
+    fn transaction_receipt(&self, hash: B256) -> JsonRpcResult<Option<TransactionReceipt>>;
+
+    #[method(name = "eth_getBalance")]
+    fn balance(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<U256>;
+    #[method(name = "eth_getCode")]
+    fn code(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<Bytes>;
+    #[method(name = "eth_getStorageAt")]
+    fn storage_at(&self, address: Address, key: Value, block: Option<BlockParam>) -> JsonRpcResult<B256>;
+    #[method(name = "eth_getStorageValues")]
+    fn storage_values(
+        &self,
+        requests: std::collections::BTreeMap<Address, Vec<Value>>,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<std::collections::BTreeMap<Address, Vec<B256>>>;
+    #[method(name = "eth_getTransactionCount")]
+    fn transaction_count(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<U64>;
+
+    #[method(name = "eth_call")]
+    async fn call(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+        block_overrides: Option<Box<BlockOverrides>>,
+    ) -> JsonRpcResult<Bytes>;
+    #[method(name = "eth_estimateGas")]
+    async fn estimate_gas(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+    ) -> JsonRpcResult<U64>;
+
+    #[method(name = "eth_gasPrice")]
+    fn gas_price(&self) -> JsonRpcResult<U256>;
+    #[method(name = "eth_maxPriorityFeePerGas")]
+    fn max_priority_fee(&self) -> JsonRpcResult<U256>;
+    #[method(name = "eth_baseFee")]
+    fn base_fee(&self) -> JsonRpcResult<Option<U256>>;
+    #[method(name = "eth_blobBaseFee")]
+    fn blob_base_fee(&self) -> JsonRpcResult<U256>;
+    #[method(name = "eth_feeHistory")]
+    fn fee_history(&self, count: Value, newest: BlockParam, percentiles: Option<Vec<f64>>)
+        -> JsonRpcResult<FeeHistory>;
+
+    #[method(name = "eth_getLogs")]
+    fn logs(&self, filter: Value) -> JsonRpcResult<Vec<Log>>;
+
+    #[method(name = "eth_sendRawTransaction")]
+    fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256>;
+}
+
+/// The eth module: one struct holding the node's interface.
+pub struct Eth {
+    ctx: ModuleContext,
+}
+
+impl Eth {
+    pub fn new(ctx: ModuleContext) -> Self {
+        Self { ctx }
+    }
+
+    fn resolve(&self, block: &BlockParam) -> RpcResult<Option<u64>> {
+        self.ctx.chain.resolve(block)
+    }
+
+    /// Block number for a state query; unknown blocks are "header not found" as in geth.
+    fn state_block(&self, block: Option<BlockParam>) -> RpcResult<u64> {
+        self.resolve(&block.unwrap_or_default())?.ok_or(RpcError::HeaderNotFound)
+    }
+
+    fn header(&self, number: u64) -> RpcResult<Arc<Sealed<Header>>> {
+        self.ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)
+    }
+
+    fn rpc_block(&self, block: &StoredBlock, full: bool) -> Block {
+        let size = alloy::consensus::Block { header: block.header.inner().clone(), body: block.body.clone() };
+        let size = alloy_rlp::Encodable::length(&size);
+        let header = RpcHeader::from_consensus(block.header.clone(), None, Some(U256::from(size)));
+        let transactions = if full {
+            BlockTransactions::Full((0..block.body.transactions.len()).map(|i| rpc_tx(block, i)).collect())
+        } else {
+            BlockTransactions::Hashes(block.body.transactions.iter().map(|tx| *tx.tx_hash()).collect())
+        };
+        let uncles = block.body.ommers.iter().map(|h| h.hash_slow()).collect();
+        Block { header, uncles, transactions, withdrawals: block.body.withdrawals.clone() }
+    }
+
+    fn block_at(&self, number: Option<u64>) -> RpcResult<Option<Arc<StoredBlock>>> {
+        match number {
+            Some(n) => self.ctx.chain.block(n),
+            None => Ok(None),
+        }
+    }
+
+    fn state_value<T>(
+        &self,
+        block: Option<BlockParam>,
+        f: impl FnOnce(&simnode_api::StateRef) -> RpcResult<T>,
+    ) -> RpcResult<T> {
+        let number = self.state_block(block)?;
+        let state = self.ctx.chain.state_at(number)?;
+        f(&state)
+    }
+
+    async fn run_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(ModuleContext) -> RpcResult<T> + Send + 'static,
+    ) -> RpcResult<T> {
+        let ctx = self.ctx.clone();
+        let timeout = ctx.limits.evm_timeout;
+        let task = tokio::task::spawn_blocking(move || f(ctx));
+        match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(join)) => Err(RpcError::internal(join)),
+            Err(_) => Err(RpcError::Timeout(timeout.as_millis() as u64)),
+        }
+    }
+}
+
+/// The RPC form of the transaction at `index` of a stored block.
+pub fn rpc_tx(block: &StoredBlock, index: usize) -> Transaction {
+    let tx = block.body.transactions[index].clone();
+    let info = TransactionInfo {
+        hash: Some(*tx.tx_hash()),
+        index: Some(index as u64),
+        block_hash: Some(block.hash()),
+        block_number: Some(block.number()),
+        base_fee: block.header.base_fee_per_gas,
+        block_timestamp: Some(block.header.timestamp),
+    };
+    Transaction::from_transaction(Recovered::new_unchecked(tx, block.senders[index]), info)
+}
+
+/// geth's parsing of a storage key: hex, at most 32 bytes, left-padded.
+pub fn parse_storage_key(key: &Value) -> RpcResult<B256> {
+    let s = key.as_str().ok_or_else(|| RpcError::invalid_params(format!("invalid storage key: {key}")))?;
+    let hex = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    if hex.len() > 64 {
+        return Err(RpcError::invalid_params(format!("storage key too long (want at most 32 bytes): \"{s}\"")));
+    }
+    let padded = format!("{hex:0>64}");
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(padded.get(2 * i..2 * i + 2).unwrap_or("zz"), 16)
+            .map_err(|_| RpcError::invalid_params(format!("invalid hex in storage key: \"{s}\"")))?;
+    }
+    Ok(B256::from(out))
+}
+
+#[jsonrpsee::core::async_trait]
+impl EthApiServer for Eth {
+    fn chain_id(&self) -> JsonRpcResult<U64> {
+        Ok(U64::from(self.ctx.spec.chain_id))
+    }
+
+    fn net_version(&self) -> JsonRpcResult<String> {
+        Ok(self.ctx.spec.chain_id.to_string())
+    }
+
+    fn client_version(&self) -> JsonRpcResult<String> {
+        Ok(CLIENT_VERSION.to_owned())
+    }
+
+    fn block_number(&self) -> JsonRpcResult<U64> {
+        Ok(U64::from(self.ctx.chain.head().latest))
+    }
+
+    fn syncing(&self) -> JsonRpcResult<bool> {
+        Ok(false)
+    }
+
+    fn block_by_number(&self, block: BlockParam, full: Option<bool>) -> JsonRpcResult<Option<Block>> {
+        let number = self.resolve(&block)?;
+        Ok(self.block_at(number)?.map(|b| self.rpc_block(&b, full.unwrap_or(false))))
+    }
+
+    fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>> {
+        let number = self.ctx.chain.block_number(&hash)?;
+        Ok(self.block_at(number)?.map(|b| self.rpc_block(&b, full.unwrap_or(false))))
+    }
+
+    fn tx_count_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<U64>> {
+        let number = self.resolve(&block)?;
+        Ok(self.block_at(number)?.map(|b| U64::from(b.body.transactions.len())))
+    }
+
+    fn tx_count_by_hash(&self, hash: B256) -> JsonRpcResult<Option<U64>> {
+        let number = self.ctx.chain.block_number(&hash)?;
+        Ok(self.block_at(number)?.map(|b| U64::from(b.body.transactions.len())))
+    }
+
+    fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>> {
+        if let Some(loc) = self.ctx.chain.transaction_location(&hash)? {
+            if let Some(block) = self.ctx.chain.block(loc.block_number)? {
+                if (loc.index as usize) < block.body.transactions.len() {
+                    return Ok(Some(rpc_tx(&block, loc.index as usize)));
+                }
+            }
+        }
+        Ok(self.ctx.pool.get(&hash).map(|tx| Transaction::from_transaction(tx, TransactionInfo::default())))
+    }
+
+    fn transaction_by_block_hash_and_index(&self, hash: B256, index: U64) -> JsonRpcResult<Option<Transaction>> {
+        let number = self.ctx.chain.block_number(&hash)?;
+        let index = index.to::<u64>() as usize;
+        Ok(self.block_at(number)?.filter(|b| index < b.body.transactions.len()).map(|b| rpc_tx(&b, index)))
+    }
+
+    fn transaction_by_block_number_and_index(
+        &self,
+        block: BlockParam,
+        index: U64,
+    ) -> JsonRpcResult<Option<Transaction>> {
+        let number = self.resolve(&block)?;
+        let index = index.to::<u64>() as usize;
+        Ok(self.block_at(number)?.filter(|b| index < b.body.transactions.len()).map(|b| rpc_tx(&b, index)))
+    }
+
+    fn transaction_receipt(&self, hash: B256) -> JsonRpcResult<Option<TransactionReceipt>> {
+        let Some(loc) = self.ctx.chain.transaction_location(&hash)? else { return Ok(None) };
+        let Some(block) = self.ctx.chain.block(loc.block_number)? else { return Ok(None) };
+        let Some(receipts) = self.ctx.chain.receipts(loc.block_number)? else { return Ok(None) };
+        Ok(simnode_receipts::build_receipt(&self.ctx.spec, &block, &receipts, loc.index as usize)?)
+    }
+
+    fn balance(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<U256> {
+        Ok(self.state_value(block, |s| Ok(s.basic_ref(address)?.map(|a| a.balance).unwrap_or_default()))?)
+    }
+
+    fn code(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<Bytes> {
+        Ok(self.state_value(block, |s| {
+            let Some(info) = s.basic_ref(address)? else { return Ok(Bytes::new()) };
+            if info.code_hash == revm::primitives::KECCAK_EMPTY {
+                return Ok(Bytes::new());
+            }
+            let code = match info.code {
+                Some(code) => code,
+                None => s.code_by_hash_ref(info.code_hash)?,
+            };
+            Ok(code.original_bytes())
+        })?)
+    }
+
+    fn storage_at(&self, address: Address, key: Value, block: Option<BlockParam>) -> JsonRpcResult<B256> {
+        let key = parse_storage_key(&key)?;
+        Ok(self.state_value(block, |s| Ok(B256::from(s.storage_ref(address, key.into())?)))?)
+    }
+
+    fn storage_values(
+        &self,
+        requests: std::collections::BTreeMap<Address, Vec<Value>>,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<std::collections::BTreeMap<Address, Vec<B256>>> {
+        if requests.is_empty() {
+            return Err(RpcError::invalid_params("empty request").into());
+        }
+        let mut keys = std::collections::BTreeMap::new();
+        let mut total = 0usize;
+        for (address, slots) in &requests {
+            let parsed = slots.iter().map(parse_storage_key).collect::<RpcResult<Vec<_>>>()?;
+            total += parsed.len();
+            keys.insert(*address, parsed);
+        }
+        if total > 1024 {
+            return Err(RpcError::invalid_params(format!("too many slots (max 1024, got {total})")).into());
+        }
+        Ok(self.state_value(block, |s| {
+            keys.into_iter()
+                .map(|(address, slots)| {
+                    let values = slots
+                        .into_iter()
+                        .map(|k| Ok(B256::from(s.storage_ref(address, k.into())?)))
+                        .collect::<RpcResult<Vec<_>>>()?;
+                    Ok((address, values))
+                })
+                .collect()
+        })?)
+    }
+
+    fn transaction_count(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<U64> {
+        let pending = matches!(block, Some(BlockParam::Tag(simnode_api::block_id::BlockTag::Pending)));
+        let stored = self.state_value(block, |s| Ok(s.basic_ref(address)?.map(|a| a.nonce).unwrap_or_default()))?;
+        if pending {
+            if let Some(next) = self.ctx.pool.pending_nonce(&address) {
+                return Ok(U64::from(next.max(stored)));
+            }
+        }
+        Ok(U64::from(stored))
+    }
+
+    async fn call(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+        block_overrides: Option<Box<BlockOverrides>>,
+    ) -> JsonRpcResult<Bytes> {
+        let number = self.state_block(block)?;
+        Ok(self
+            .run_blocking(move |ctx| {
+                let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
+                let state = ctx.chain.state_at(number)?;
+                let prepared = evm::prepare(
+                    &ctx.spec,
+                    &header,
+                    state,
+                    request,
+                    state_overrides,
+                    block_overrides.map(|b| *b),
+                    ctx.limits.gas_cap,
+                )?;
+                let evm::Prepared { mut db, env, tx, .. } = prepared;
+                evm::call_output(evm::run(&mut db, &env, tx)?)
+            })
+            .await?)
+    }
+
+    async fn estimate_gas(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+    ) -> JsonRpcResult<U64> {
+        let number = self.state_block(block)?;
+        Ok(self
+            .run_blocking(move |ctx| {
+                let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
+                let state = ctx.chain.state_at(number)?;
+                let prepared =
+                    evm::prepare(&ctx.spec, &header, state, request, state_overrides, None, ctx.limits.gas_cap)?;
+                evm::estimate(prepared, header.gas_limit, ctx.limits.gas_cap).map(U64::from)
+            })
+            .await?)
+    }
+
+    fn gas_price(&self) -> JsonRpcResult<U256> {
+        let latest = self.header(self.ctx.chain.head().latest)?;
+        let tip = fees::suggested_tip(&self.ctx)?;
+        Ok(U256::from(tip) + U256::from(latest.base_fee_per_gas.unwrap_or_default()))
+    }
+
+    fn max_priority_fee(&self) -> JsonRpcResult<U256> {
+        Ok(U256::from(fees::suggested_tip(&self.ctx)?))
+    }
+
+    fn base_fee(&self) -> JsonRpcResult<Option<U256>> {
+        let latest = self.header(self.ctx.chain.head().latest)?;
+        Ok(self.ctx.spec.next_base_fee(&latest).map(U256::from))
+    }
+
+    fn blob_base_fee(&self) -> JsonRpcResult<U256> {
+        let latest = self.header(self.ctx.chain.head().latest)?;
+        Ok(U256::from(fees::blob_base_fee(&self.ctx.spec, &latest)))
+    }
+
+    fn fee_history(
+        &self,
+        count: Value,
+        newest: BlockParam,
+        percentiles: Option<Vec<f64>>,
+    ) -> JsonRpcResult<FeeHistory> {
+        Ok(fees::fee_history(&self.ctx, &count, &newest, percentiles.as_deref())?)
+    }
+
+    fn logs(&self, filter: Value) -> JsonRpcResult<Vec<Log>> {
+        Ok(logs::get_logs(&self.ctx, &filter)?)
+    }
+
+    fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256> {
+        Ok(send::send_raw_transaction(&self.ctx, &raw)?)
+    }
+}
+
+/// The module the node registers.
+pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
+    Eth::new(ctx).into_rpc().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn storage_keys_parse_like_geth() {
+        assert_eq!(parse_storage_key(&json!("0x00")).unwrap(), B256::ZERO);
+        assert_eq!(parse_storage_key(&json!("0x1")).unwrap(), B256::with_last_byte(1));
+        let long = format!("0x{}", "0".repeat(65));
+        let e = parse_storage_key(&json!(long)).unwrap_err();
+        assert_eq!(e.code(), -32602);
+        assert!(e.to_string().starts_with("storage key too long"));
+        let e = parse_storage_key(&json!("0xasdf")).unwrap_err();
+        assert!(e.to_string().starts_with("invalid hex in storage key"));
+    }
+}

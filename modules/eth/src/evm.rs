@@ -1,0 +1,283 @@
+//! eth_call and eth_estimateGas: run a transaction request on the state after a block, with
+//! geth's relaxations (no base-fee, nonce or sender-code checks) and geth's error wording.
+
+use alloy::{
+    consensus::Header,
+    primitives::{Bytes, TxKind, U256},
+    rpc::types::{state::StateOverride, BlockOverrides, TransactionRequest},
+};
+use alloy_evm::{
+    overrides::{apply_block_overrides, apply_state_overrides},
+    rpc::TryIntoTxEnv,
+    EthEvmFactory, Evm, EvmEnv, EvmFactory,
+};
+use revm::{
+    context::{result::ExecutionResult, TxEnv},
+    context_interface::result::{EVMError, HaltReason, InvalidTransaction},
+    database::CacheDB,
+    DatabaseRef,
+};
+use simnode_api::{ChainSpec, RpcError, RpcResult, StateRef};
+
+pub type CallDb = CacheDB<StateRef>;
+
+/// Gas of a plain value transfer.
+const TX_GAS: u64 = 21_000;
+
+/// The prepared environment of one call: database with overrides, EVM env, transaction.
+pub struct Prepared {
+    pub db: CallDb,
+    pub env: EvmEnv,
+    pub tx: TxEnv,
+    /// The request named no gas limit.
+    pub gas_defaulted: bool,
+}
+
+/// Builds the environment for `request` on top of the state after `header`'s block.
+pub fn prepare(
+    spec: &ChainSpec,
+    header: &Header,
+    state: StateRef,
+    request: TransactionRequest,
+    state_overrides: Option<StateOverride>,
+    block_overrides: Option<BlockOverrides>,
+    gas_cap: u64,
+) -> RpcResult<Prepared> {
+    let mut env = spec.evm_env(header);
+    let mut db = CacheDB::new(state);
+    if let Some(overrides) = block_overrides {
+        apply_block_overrides(overrides, &mut db, &mut env.block_env);
+    }
+    if let Some(overrides) = state_overrides {
+        apply_state_overrides(overrides, &mut db).map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    }
+    // geth: eth_call skips base-fee, nonce and sender-is-EOA checks; the per-transaction gas cap
+    // of EIP-7825 does not bind calls (the RPC gas cap does).
+    env.cfg_env.disable_base_fee = true;
+    env.cfg_env.disable_nonce_check = true;
+    env.cfg_env.disable_eip3607 = true;
+    env.cfg_env.disable_block_gas_limit = true;
+    env.cfg_env.tx_gas_limit_cap = Some(u64::MAX);
+
+    // With no fee fields at all the call is free, and (as in geth) BASEFEE / BLOBBASEFEE read 0.
+    let zero = |v: Option<u128>| v.is_none_or(|v| v == 0);
+    if zero(request.gas_price) && zero(request.max_fee_per_gas) && zero(request.max_priority_fee_per_gas) {
+        env.block_env.basefee = 0;
+    }
+    if zero(request.max_fee_per_blob_gas) {
+        if let Some(blob) = env.block_env.blob_excess_gas_and_price.as_mut() {
+            blob.blob_gasprice = 0;
+        }
+    }
+    let gas_defaulted = request.gas.is_none();
+    let explicit_nonce = request.nonce.is_some();
+    let mut tx: TxEnv = request.try_into_tx_env(&env).map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    if gas_defaulted {
+        tx.gas_limit = gas_cap;
+    } else if gas_cap > 0 && tx.gas_limit > gas_cap {
+        tx.gas_limit = gas_cap;
+    }
+    if !explicit_nonce {
+        tx.nonce = db.basic_ref(tx.caller).map_err(RpcError::from)?.map(|a| a.nonce).unwrap_or_default();
+    }
+    Ok(Prepared { db, env, tx, gas_defaulted })
+}
+
+/// Runs the transaction without committing; maps validation failures to geth's messages.
+pub fn run(db: &mut CallDb, env: &EvmEnv, tx: TxEnv) -> RpcResult<ExecutionResult<HaltReason>> {
+    let mut evm = EthEvmFactory::default().create_evm(db, env.clone());
+    let caller = tx.caller;
+    match evm.transact_raw(tx) {
+        Ok(result) => Ok(result.result),
+        Err(EVMError::Transaction(invalid)) => Err(RpcError::Server(invalid_tx_message(&invalid, caller))),
+        Err(EVMError::Database(e)) => Err(RpcError::Internal(e.to_string())),
+        Err(other) => Err(RpcError::Internal(other.to_string())),
+    }
+}
+
+/// The answer of eth_call for an execution result.
+pub fn call_output(result: ExecutionResult<HaltReason>) -> RpcResult<Bytes> {
+    match result {
+        ExecutionResult::Success { output, .. } => Ok(output.into_data()),
+        ExecutionResult::Revert { output, .. } => Err(revert_error(output)),
+        ExecutionResult::Halt { reason, .. } => Err(RpcError::Server(halt_message(&reason))),
+    }
+}
+
+/// Code 3 with the revert data, and the decoded reason in the message as geth writes it.
+pub fn revert_error(output: Bytes) -> RpcError {
+    let message = match decode_revert_reason(&output) {
+        Some(reason) => format!("execution reverted: {reason}"),
+        None => "execution reverted".to_owned(),
+    };
+    RpcError::Reverted { message, data: output }
+}
+
+fn decode_revert_reason(data: &[u8]) -> Option<String> {
+    let (selector, body) = (data.get(..4)?, data.get(4..)?);
+    match selector {
+        // Error(string)
+        [0x08, 0xc3, 0x79, 0xa0] => {
+            let offset = word_to_usize(body.get(..32)?)?;
+            let len = word_to_usize(body.get(offset..offset.checked_add(32)?)?)?;
+            let start = offset + 32;
+            let bytes = body.get(start..start.checked_add(len)?)?;
+            Some(String::from_utf8_lossy(bytes).into_owned())
+        }
+        // Panic(uint256)
+        [0x4e, 0x48, 0x7b, 0x71] => {
+            let code = U256::from_be_slice(body.get(..32)?);
+            let text = match code.saturating_to::<u64>() {
+                0x00 => "generic panic",
+                0x01 => "assert(false)",
+                0x11 => "arithmetic underflow or overflow",
+                0x12 => "division or modulo by zero",
+                0x21 => "enum overflow",
+                0x22 => "invalid encoded storage byte array accessed",
+                0x31 => "out-of-bounds array access; popping on an empty array",
+                0x32 => "out-of-bounds access of an array or bytesN",
+                0x41 => "out of memory",
+                0x51 => "uninitialized function",
+                _ => return Some(format!("unknown panic code: {code:#x}")),
+            };
+            Some(text.to_owned())
+        }
+        _ => None,
+    }
+}
+
+fn word_to_usize(word: &[u8]) -> Option<usize> {
+    let v = U256::from_be_slice(word);
+    (v <= U256::from(u32::MAX)).then(|| v.saturating_to::<usize>())
+}
+
+pub fn halt_message(reason: &HaltReason) -> String {
+    match reason {
+        HaltReason::OutOfGas(_) => "out of gas".into(),
+        HaltReason::OpcodeNotFound | HaltReason::InvalidFEOpcode => "invalid opcode".into(),
+        HaltReason::InvalidJump => "invalid jump destination".into(),
+        HaltReason::StackUnderflow => "stack underflow".into(),
+        HaltReason::StackOverflow => "stack limit reached 1024 (1023)".into(),
+        HaltReason::OutOfOffset => "return data out of bounds".into(),
+        HaltReason::CreateCollision => "contract address collision".into(),
+        HaltReason::CallTooDeep => "max call depth exceeded".into(),
+        HaltReason::OutOfFunds => "insufficient balance for transfer".into(),
+        HaltReason::CreateContractSizeLimit => "max code size exceeded".into(),
+        HaltReason::CreateContractStartingWithEF => "invalid code: must not begin with 0xef".into(),
+        HaltReason::CreateInitCodeSizeLimit => "max initcode size exceeded".into(),
+        HaltReason::StateChangeDuringStaticCall => "write protection".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// geth's wording for transactions that fail validation.
+pub fn invalid_tx_message(err: &InvalidTransaction, caller: alloy::primitives::Address) -> String {
+    match err {
+        InvalidTransaction::LackOfFundForMaxFee { fee, balance } => {
+            format!("insufficient funds for gas * price + value: address {caller} have {balance} want {fee}")
+        }
+        InvalidTransaction::CallGasCostMoreThanGasLimit { initial_gas, gas_limit } => {
+            format!("intrinsic gas too low: gas {gas_limit}, minimum needed {initial_gas}")
+        }
+        InvalidTransaction::GasFloorMoreThanGasLimit { gas_floor, gas_limit } => {
+            format!("insufficient gas for floor data gas cost: gas {gas_limit}, minimum needed {gas_floor}")
+        }
+        InvalidTransaction::PriorityFeeGreaterThanMaxFee => {
+            format!("max priority fee per gas higher than max fee per gas: address {caller}")
+        }
+        InvalidTransaction::GasPriceLessThanBasefee => {
+            format!("max fee per gas less than block base fee: address {caller}")
+        }
+        InvalidTransaction::NonceTooLow { tx, state } => {
+            format!("nonce too low: address {caller}, tx: {tx} state: {state}")
+        }
+        InvalidTransaction::NonceTooHigh { tx, state } => {
+            format!("nonce too high: address {caller}, tx: {tx} state: {state}")
+        }
+        InvalidTransaction::CreateInitCodeSizeLimit => "max initcode size exceeded".into(),
+        InvalidTransaction::RejectCallerWithCode => format!("sender not an eoa: address {caller}"),
+        other => other.to_string(),
+    }
+}
+
+/// eth_estimateGas: the smallest gas limit the transaction succeeds with, by binary search
+/// between what a run used and the highest limit allowed, as geth does.
+pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcResult<u64> {
+    let Prepared { mut db, mut env, mut tx, gas_defaulted } = prepared;
+    // Estimation checks the balance like a real transaction would pay (geth keeps the check).
+    env.cfg_env.disable_balance_check = false;
+    let mut hi = if gas_defaulted { block_gas_limit } else { tx.gas_limit };
+    if gas_cap > 0 {
+        hi = hi.min(gas_cap);
+    }
+    // A price makes the balance an upper bound on the gas.
+    if tx.gas_price > 0 {
+        let balance = db.basic_ref(tx.caller).map_err(RpcError::from)?.map(|a| a.balance).unwrap_or_default();
+        let available = balance.checked_sub(tx.value).ok_or_else(|| {
+            RpcError::Server(format!(
+                "insufficient funds for transfer: address {} have {balance} want {}",
+                tx.caller, tx.value
+            ))
+        })?;
+        let allowance = available / U256::from(tx.gas_price);
+        hi = hi.min(allowance.saturating_to::<u64>());
+    }
+    // A plain transfer to an account without code costs exactly 21000.
+    if let TxKind::Call(to) = tx.kind {
+        if tx.data.is_empty() && tx.authorization_list.is_empty() {
+            let code = db.basic_ref(to).map_err(RpcError::from)?.and_then(|a| a.code).map(|c| c.is_empty());
+            let no_code = match db.basic_ref(to).map_err(RpcError::from)? {
+                None => true,
+                Some(acc) => code.unwrap_or(acc.code_hash == revm::primitives::KECCAK_EMPTY),
+            };
+            if no_code && hi >= TX_GAS {
+                tx.gas_limit = TX_GAS;
+                if let ExecutionResult::Success { .. } = run(&mut db, &env, tx.clone())? {
+                    return Ok(TX_GAS);
+                }
+            }
+        }
+    }
+    tx.gas_limit = hi;
+    let first = run(&mut db, &env, tx.clone())?;
+    let used = match first {
+        ExecutionResult::Success { .. } => first.tx_gas_used(),
+        ExecutionResult::Revert { output, .. } => return Err(revert_error(output)),
+        ExecutionResult::Halt { reason, .. } => {
+            return Err(RpcError::Server(format!("gas required exceeds allowance ({hi}): {}", halt_message(&reason))))
+        }
+    };
+    // geth's optimistic first guess: what was used plus the 63/64 reserve.
+    let mut lo = used.saturating_sub(1);
+    let optimistic = (used + first_refund_hint(&first)) * 64 / 63;
+    if optimistic < hi {
+        tx.gas_limit = optimistic;
+        match run(&mut db, &env, tx.clone()) {
+            Ok(ExecutionResult::Success { .. }) => hi = optimistic,
+            Ok(_) => lo = lo.max(optimistic),
+            Err(e) => return Err(e),
+        }
+    }
+    while lo + 1 < hi {
+        // geth stops once within 1.5% of the answer.
+        if (hi - lo) as f64 / hi as f64 <= 0.015 {
+            break;
+        }
+        let mid = lo + (hi - lo) / 2;
+        tx.gas_limit = mid;
+        match run(&mut db, &env, tx.clone()) {
+            Ok(ExecutionResult::Success { .. }) => hi = mid,
+            Ok(_) => lo = mid,
+            Err(RpcError::Server(msg)) if msg.starts_with("intrinsic gas too low") || msg.contains("floor") => lo = mid,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hi)
+}
+
+fn first_refund_hint(result: &ExecutionResult<HaltReason>) -> u64 {
+    match result {
+        ExecutionResult::Success { gas, .. } => gas.final_refunded(),
+        _ => 0,
+    }
+}

@@ -1,0 +1,92 @@
+//! eth_getLogs over stored receipts, with the block-range and result-size limits.
+
+use alloy::{
+    eips::BlockNumberOrTag,
+    rpc::types::{Filter, FilterBlockOption, Log},
+};
+use serde_json::Value;
+use simnode_api::{block_id::BlockTag, BlockParam, ModuleContext, RpcError, RpcResult};
+
+fn resolve_bound(ctx: &ModuleContext, bound: Option<BlockNumberOrTag>, default_latest: u64) -> RpcResult<Option<u64>> {
+    let param = match bound {
+        None => return Ok(Some(default_latest)),
+        Some(BlockNumberOrTag::Number(n)) => return Ok(Some(n)),
+        Some(BlockNumberOrTag::Latest | BlockNumberOrTag::Pending) => BlockParam::Tag(BlockTag::Latest),
+        Some(BlockNumberOrTag::Earliest) => BlockParam::Tag(BlockTag::Earliest),
+        Some(BlockNumberOrTag::Safe) => BlockParam::Tag(BlockTag::Safe),
+        Some(BlockNumberOrTag::Finalized) => BlockParam::Tag(BlockTag::Finalized),
+    };
+    ctx.chain.resolve(&param)
+}
+
+pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
+    if let Some(obj) = raw.as_object() {
+        let has_hash = obj.get("blockHash").is_some_and(|v| !v.is_null());
+        let has_range = ["fromBlock", "toBlock"].iter().any(|k| obj.get(*k).is_some_and(|v| !v.is_null()));
+        if has_hash && has_range {
+            return Err(RpcError::invalid_params(
+                "invalid argument 0: cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other",
+            ));
+        }
+    }
+    let filter: Filter = serde_json::from_value(raw.clone())
+        .map_err(|e| RpcError::invalid_params(format!("invalid argument 0: {e}")))?;
+    let head = ctx.chain.head().latest;
+    let (from, to) = match filter.block_option {
+        FilterBlockOption::AtBlockHash(hash) => {
+            let n = ctx.chain.block_number(&hash)?.ok_or_else(|| RpcError::Server("unknown block".into()))?;
+            (n, n)
+        }
+        FilterBlockOption::Range { from_block, to_block } => {
+            if let Some(BlockNumberOrTag::Number(n)) = to_block {
+                if n > head {
+                    return Err(RpcError::invalid_params("block range extends beyond current head block"));
+                }
+            }
+            let from = resolve_bound(ctx, from_block, head)?.ok_or(RpcError::HeaderNotFound)?;
+            let to = resolve_bound(ctx, to_block, head)?.ok_or(RpcError::HeaderNotFound)?;
+            if from > head {
+                return Err(RpcError::invalid_params("block range extends beyond current head block"));
+            }
+            if from > to {
+                return Err(RpcError::invalid_params("invalid block range params"));
+            }
+            (from, to)
+        }
+    };
+    if to - from >= ctx.limits.max_logs_block_range {
+        return Err(RpcError::LimitExceeded(format!(
+            "block range too large: {} blocks, at most {} allowed",
+            to - from + 1,
+            ctx.limits.max_logs_block_range
+        )));
+    }
+    let mut out = Vec::new();
+    for number in from..=to {
+        let Some(header) = ctx.chain.header(number)? else { break };
+        if !filter.matches_bloom(header.logs_bloom) {
+            continue;
+        }
+        let Some(block) = ctx.chain.block(number)? else { break };
+        let Some(receipts) = ctx.chain.receipts(number)? else { continue };
+        let mut log_index = 0u64;
+        for (tx_index, receipt) in receipts.iter().enumerate() {
+            let count = receipt.logs().len() as u64;
+            if receipt.logs().iter().any(|l| filter.matches(l)) {
+                for log in simnode_receipts::rpc_logs(&block, receipt, tx_index, log_index) {
+                    if filter.matches(&log.inner) {
+                        out.push(log);
+                    }
+                }
+                if out.len() > ctx.limits.max_logs {
+                    return Err(RpcError::LimitExceeded(format!(
+                        "query returned more than {} results; narrow the block range",
+                        ctx.limits.max_logs
+                    )));
+                }
+            }
+            log_index += count;
+        }
+    }
+    Ok(out)
+}

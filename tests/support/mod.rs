@@ -1,0 +1,619 @@
+//! Shared end-to-end harness: import the execution-apis test chain with the built binary,
+//! start `simnode node` on free ports, talk JSON-RPC over HTTP (and the Engine API with a
+//! JWT), and replay `.io` fixture files.
+//!
+//! Everything goes through the binary the way a user would run it; nothing here links the
+//! node's library. Only std and crates the root package already depends on are used.
+
+#![allow(dead_code)]
+
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::OnceLock,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use serde_json::{json, Value};
+
+/// The `simnode` binary Cargo built for this test run.
+pub fn simnode_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_simnode")
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The execution-apis fixture directory: `$SIMNODE_CONFORMANCE_DIR`, or
+/// `../shared/conformance/execution-apis` next to the repository.
+pub fn conformance_dir() -> PathBuf {
+    match std::env::var_os("SIMNODE_CONFORMANCE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => repo_root().join("../shared/conformance/execution-apis"),
+    }
+}
+
+/// `genesis.json` of the execution-apis chain.
+pub fn execution_apis_genesis() -> PathBuf {
+    conformance_dir().join("genesis.json")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temporary directories
+// ---------------------------------------------------------------------------------------------
+
+/// A directory removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> Self {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let path =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{prefix}-{}-{n}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `simnode import` of the execution-apis `chain.rlp` into a datadir and returns a
+/// fresh copy of it. The import itself runs once per test process; every caller gets its own
+/// copy so that nodes never share a database.
+pub fn import_execution_apis_chain() -> TempDir {
+    static IMPORTED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let template = IMPORTED.get_or_init(|| {
+        let dir =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("execution-apis-datadir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = Command::new(simnode_bin())
+            .arg("import")
+            .arg("--chain")
+            .arg(execution_apis_genesis())
+            .arg("--datadir")
+            .arg(&dir)
+            .arg(conformance_dir().join("chain.rlp"))
+            .output()
+            .map_err(|e| format!("running {}: {e}", simnode_bin()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "simnode import failed ({}):\n{}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(dir)
+    });
+    let template = match template {
+        Ok(dir) => dir,
+        Err(e) => panic!("{e}"),
+    };
+    let copy = TempDir::new("datadir");
+    copy_dir(template, copy.path()).expect("copy imported datadir");
+    copy
+}
+
+// ---------------------------------------------------------------------------------------------
+// The node process
+// ---------------------------------------------------------------------------------------------
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// The API key the harness starts nodes with.
+pub const TEST_API_KEY: &str = "conformance0123456789abcdef0123456789";
+
+/// A running `simnode node`, killed when dropped.
+pub struct Node {
+    child: Child,
+    pub http_port: u16,
+    pub auth_port: u16,
+    pub api_key: String,
+    jwt_secret: [u8; 32],
+    log_path: PathBuf,
+    _datadir: TempDir,
+    _scratch: TempDir,
+}
+
+impl Node {
+    /// Starts the node on `datadir` for the execution-apis chain with `extra` arguments and
+    /// waits until it answers JSON-RPC.
+    pub fn start(datadir: TempDir, chain: &Path, extra: &[&str]) -> Self {
+        let scratch = TempDir::new("node-scratch");
+        let mut jwt_secret = [0u8; 32];
+        let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(7);
+        for (i, b) in jwt_secret.iter_mut().enumerate() {
+            *b = (seed.wrapping_mul(6364136223846793005).wrapping_add(i as u128 * 1442695040888963407) >> 64) as u8
+                ^ (i as u8).wrapping_mul(31);
+        }
+        let jwt_path = scratch.path().join("jwt.hex");
+        std::fs::write(&jwt_path, hex_encode(&jwt_secret)).expect("write jwt secret");
+        let log_path = scratch.path().join("node.log");
+        let log = std::fs::File::create(&log_path).expect("create node log");
+        let http_port = free_port();
+        let auth_port = free_port();
+        let child = Command::new(simnode_bin())
+            .arg("node")
+            .arg("--chain")
+            .arg(chain)
+            .arg("--datadir")
+            .arg(datadir.path())
+            .args(["--http.port", &http_port.to_string()])
+            .args(["--authrpc.port", &auth_port.to_string()])
+            .arg("--authrpc.jwtsecret")
+            .arg(&jwt_path)
+            .args(["--api-key", TEST_API_KEY])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn simnode node");
+        let mut node = Self {
+            child,
+            http_port,
+            auth_port,
+            api_key: TEST_API_KEY.to_owned(),
+            jwt_secret,
+            log_path,
+            _datadir: datadir,
+            _scratch: scratch,
+        };
+        node.wait_ready(Duration::from_secs(60));
+        node
+    }
+
+    /// Imports the execution-apis chain, starts a node on it and sends `headfcu.json` over the
+    /// Engine API so that safe and finalized are set, as hive does.
+    pub fn execution_apis(extra: &[&str]) -> Self {
+        let datadir = import_execution_apis_chain();
+        let node = Self::start(datadir, &execution_apis_genesis(), extra);
+        let fcu = std::fs::read_to_string(conformance_dir().join("headfcu.json")).expect("read headfcu.json");
+        let answer = node.engine_raw(&fcu);
+        let v: Value = serde_json::from_str(&answer.1)
+            .unwrap_or_else(|e| panic!("forkchoiceUpdated answer not JSON ({e}): {}", answer.1));
+        let status = &v["result"]["payloadStatus"]["status"];
+        assert_eq!(status, "VALID", "forkchoiceUpdated to the chain head: {v}\nnode log:\n{}", node.log());
+        node
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("simnode node exited early ({status}); log:\n{}", self.log());
+            }
+            if let Ok((200, body)) = self.try_rpc_raw(r#"{"jsonrpc":"2.0","id":0,"method":"eth_chainId","params":[]}"#)
+            {
+                if body.contains("\"result\"") {
+                    return;
+                }
+            }
+            if Instant::now() > deadline {
+                panic!("simnode node did not answer within {timeout:?}; log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// What the node wrote to stdout and stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.http_port))
+    }
+
+    /// `http://127.0.0.1:PORT/v3/KEY`
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/v3/{}", self.http_port, self.api_key)
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!("ws://127.0.0.1:{}/ws/v3/{}", self.http_port, self.api_key)
+    }
+
+    /// POSTs a raw body to `/v3/<key>`; returns HTTP status and body.
+    pub fn rpc_raw(&self, body: &str) -> (u16, String) {
+        self.try_rpc_raw(body).unwrap_or_else(|e| panic!("HTTP request failed: {e}"))
+    }
+
+    pub fn try_rpc_raw(&self, body: &str) -> std::io::Result<(u16, String)> {
+        let path = format!("/v3/{}", self.api_key);
+        http_post(self.http_addr(), &path, &[("Content-Type", "application/json")], body.as_bytes())
+    }
+
+    /// Calls `method` and returns the whole JSON-RPC response object.
+    pub fn call(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let (status, text) = self.rpc_raw(&body);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method}: HTTP {status}, not JSON ({e}): {text}"))
+    }
+
+    /// Calls `method` and returns its `result`, panicking on an error answer.
+    pub fn result(&self, method: &str, params: Value) -> Value {
+        let v = self.call(method, params);
+        match v.get("error") {
+            Some(err) => panic!("{method} failed: {err}"),
+            None => v["result"].clone(),
+        }
+    }
+
+    /// POSTs a raw body to the Engine API port with a fresh HS256 JWT.
+    pub fn engine_raw(&self, body: &str) -> (u16, String) {
+        let token = jwt_hs256(&self.jwt_secret);
+        let auth = format!("Bearer {token}");
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.auth_port));
+        http_post(addr, "/", &[("Content-Type", "application/json"), ("Authorization", &auth)], body.as_bytes())
+            .unwrap_or_else(|e| panic!("Engine API request failed: {e}"))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Minimal HTTP/1.1 client (one request per connection)
+// ---------------------------------------------------------------------------------------------
+
+pub fn http_post(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, String)> {
+    http_request(addr, "POST", path, headers, body)
+}
+
+pub fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    stream.write_all(req.as_bytes())?;
+    stream.write_all(body)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    parse_http_response(&raw)
+}
+
+fn parse_http_response(raw: &[u8]) -> std::io::Result<(u16, String)> {
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_owned());
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| bad("no header end"))?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut body = raw[split + 4..].to_vec();
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| bad("no status line"))?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    if chunked {
+        let mut out = Vec::new();
+        let mut rest = &body[..];
+        loop {
+            let line_end = rest.windows(2).position(|w| w == b"\r\n").ok_or_else(|| bad("bad chunk"))?;
+            let size_str = String::from_utf8_lossy(&rest[..line_end]).to_string();
+            let size = usize::from_str_radix(size_str.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| bad("bad chunk size"))?;
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                break;
+            }
+            if rest.len() < size {
+                return Err(bad("short chunk"));
+            }
+            out.extend_from_slice(&rest[..size]);
+            rest = rest.get(size + 2..).unwrap_or(&[]);
+        }
+        body = out;
+    }
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine API JWT (HS256), with SHA-256 from revm's precompile crate
+// ---------------------------------------------------------------------------------------------
+
+fn sha256(data: &[u8]) -> [u8; 32] {
+    let out = revm::precompile::hash::sha256_run(data, u64::MAX).expect("sha256");
+    let mut h = [0u8; 32];
+    h.copy_from_slice(&out.bytes);
+    h
+}
+
+fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&sha256(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let mut inner: Vec<u8> = k.iter().map(|b| b ^ 0x36).collect();
+    inner.extend_from_slice(msg);
+    let mut outer: Vec<u8> = k.iter().map(|b| b ^ 0x5c).collect();
+    outer.extend_from_slice(&sha256(&inner));
+    sha256(&outer)
+}
+
+fn base64url(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+pub fn hex_encode(data: &[u8]) -> String {
+    data.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An Engine API token: HS256 over `{"iat": now}`.
+pub fn jwt_hs256(secret: &[u8]) -> String {
+    let iat = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let header = base64url(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = base64url(format!(r#"{{"iat":{iat}}}"#).as_bytes());
+    let signing_input = format!("{header}.{claims}");
+    let sig = base64url(&hmac_sha256(secret, signing_input.as_bytes()));
+    format!("{signing_input}.{sig}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixture replay
+// ---------------------------------------------------------------------------------------------
+
+/// One `.io` file: comments, and request/expected-response pairs.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    pub path: PathBuf,
+    /// `speconly`: hive checks only the response's schema; here, only that both sides
+    /// agree on result versus error.
+    pub spec_only: bool,
+    pub exchanges: Vec<(String, String)>,
+}
+
+impl Fixture {
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut exchanges = Vec::new();
+        let mut pending: Option<String> = None;
+        let mut spec_only = false;
+        for line in text.lines() {
+            if let Some(comment) = line.strip_prefix("//") {
+                if comment.trim_start().starts_with("speconly") {
+                    spec_only = true;
+                }
+            } else if let Some(req) = line.strip_prefix(">> ") {
+                if pending.is_some() {
+                    return Err(format!("{}: two requests without a response", path.display()));
+                }
+                pending = Some(req.to_owned());
+            } else if let Some(resp) = line.strip_prefix("<< ") {
+                let req = pending.take().ok_or_else(|| format!("{}: response without request", path.display()))?;
+                exchanges.push((req, resp.to_owned()));
+            }
+        }
+        if exchanges.is_empty() {
+            return Err(format!("{}: no exchanges", path.display()));
+        }
+        Ok(Self { path: path.to_owned(), spec_only, exchanges })
+    }
+
+    /// Sends every request to `node` and compares; `Err` holds a short description.
+    pub fn replay(&self, node: &Node) -> Result<(), String> {
+        for (req, expected) in &self.exchanges {
+            let (status, got) = node.try_rpc_raw(req).map_err(|e| format!("request failed: {e}"))?;
+            let got_v: Value = serde_json::from_str(&got)
+                .map_err(|e| format!("HTTP {status}, answer not JSON ({e}): {}", clip(&got)))?;
+            let exp_v: Value = serde_json::from_str(expected).map_err(|e| format!("fixture not JSON: {e}"))?;
+            compare_responses(&exp_v, &got_v, self.spec_only)?;
+        }
+        Ok(())
+    }
+}
+
+/// Compares a response with the expected one: exact JSON equality, except that when both
+/// carry an `error`, its `message` is not compared. With `spec_only`, only the kind of answer
+/// (result or error) must agree.
+pub fn compare_responses(expected: &Value, got: &Value, spec_only: bool) -> Result<(), String> {
+    let (mut e, mut g) = (expected.clone(), got.clone());
+    let both_errors = e.get("error").is_some() && g.get("error").is_some();
+    if both_errors {
+        if let Some(o) = e["error"].as_object_mut() {
+            o.remove("message");
+        }
+        if let Some(o) = g["error"].as_object_mut() {
+            o.remove("message");
+        }
+    }
+    if spec_only {
+        let kind = |v: &Value| (v.get("result").is_some(), v.get("error").is_some());
+        if kind(&e) == kind(&g) && (both_errors || e.get("result").is_some()) {
+            return Ok(());
+        }
+        return Err(format!("speconly: expected {}, got {}", clip(&expected.to_string()), clip(&got.to_string())));
+    }
+    match first_difference(&e, &g, "$") {
+        None => Ok(()),
+        Some(diff) => Err(diff),
+    }
+}
+
+fn first_difference(e: &Value, g: &Value, path: &str) -> Option<String> {
+    match (e, g) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                match b.get(k) {
+                    None => return Some(format!("{path}.{k}: missing (expected {})", clip(&v.to_string()))),
+                    Some(w) => {
+                        if let Some(d) = first_difference(v, w, &format!("{path}.{k}")) {
+                            return Some(d);
+                        }
+                    }
+                }
+            }
+            b.iter()
+                .find(|(k, _)| !a.contains_key(*k))
+                .map(|(k, w)| format!("{path}.{k}: unexpected field = {}", clip(&w.to_string())))
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (v, w)) in a.iter().zip(b).enumerate() {
+                if let Some(d) = first_difference(v, w, &format!("{path}[{i}]")) {
+                    return Some(d);
+                }
+            }
+            (a.len() != b.len()).then(|| format!("{path}: expected {} items, got {}", a.len(), b.len()))
+        }
+        _ if e == g => None,
+        _ => Some(format!("{path}: expected {}, got {}", clip(&e.to_string()), clip(&g.to_string()))),
+    }
+}
+
+fn clip(s: &str) -> String {
+    if s.len() <= 300 {
+        s.to_owned()
+    } else {
+        let mut end = 300;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}... ({} bytes)", &s[..end], s.len())
+    }
+}
+
+/// The `.io` files of one method folder, sorted by name.
+pub fn fixture_files(method: &str) -> Vec<PathBuf> {
+    let dir = conformance_dir().join(method);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("fixture folder {} ({e}); set SIMNODE_CONFORMANCE_DIR", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "io"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Outcome of replaying method folders.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// method -> (passed, total)
+    pub counts: Vec<(String, usize, usize)>,
+    pub failures: Vec<(PathBuf, String)>,
+}
+
+impl Report {
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        for (m, p, t) in &self.counts {
+            s.push_str(&format!("  {m}: {p}/{t}\n"));
+        }
+        for (path, why) in &self.failures {
+            let name = path.strip_prefix(conformance_dir()).unwrap_or(path);
+            s.push_str(&format!("FAIL {}: {why}\n", name.display()));
+        }
+        s
+    }
+
+    pub fn assert_all_passed(&self) {
+        eprintln!("{}", self.summary());
+        assert!(self.failures.is_empty(), "{} fixture(s) failed:\n{}", self.failures.len(), self.summary());
+    }
+}
+
+/// Replays every fixture of each method folder against `node`, in order.
+pub fn replay_methods(node: &Node, methods: &[&str]) -> Report {
+    let mut report = Report::default();
+    for method in methods {
+        let files = fixture_files(method);
+        let mut passed = 0;
+        for file in &files {
+            match Fixture::load(file).and_then(|f| f.replay(node)) {
+                Ok(()) => passed += 1,
+                Err(why) => report.failures.push((file.clone(), why)),
+            }
+        }
+        report.counts.push((method.to_string(), passed, files.len()));
+    }
+    report
+}
+
+#[cfg(test)]
+mod harness_tests {
+    use super::*;
+
+    #[test]
+    fn jwt_signature_matches_rfc4231_hmac() {
+        // RFC 4231 test case 2.
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(hex_encode(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        assert_eq!(base64url(b"\xfb\xff"), "-_8");
+    }
+
+    #[test]
+    fn compare_ignores_error_messages_only() {
+        let e = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"a"}});
+        let g = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"b"}});
+        assert!(compare_responses(&e, &g, false).is_ok());
+        let g2 = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"a"}});
+        assert!(compare_responses(&e, &g2, false).is_err());
+        let r = json!({"jsonrpc":"2.0","id":1,"result":{"a":["0x1"]}});
+        let r2 = json!({"jsonrpc":"2.0","id":1,"result":{"a":["0x2"]}});
+        assert!(compare_responses(&r, &r2, false).unwrap_err().contains("$.result.a[0]"));
+        assert!(compare_responses(&r, &r2, true).is_ok());
+        assert!(compare_responses(&r, &e, true).is_err());
+    }
+}
