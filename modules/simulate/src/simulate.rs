@@ -1,0 +1,1045 @@
+//! The simulation: plans the chain of blocks, runs each block's overrides, system calls and
+//! calls on one in-memory state, and builds the result blocks with real roots and hashes.
+
+use std::{
+    collections::HashSet,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    consensus::{
+        constants::EMPTY_OMMER_ROOT_HASH,
+        proofs::{calculate_receipt_root, calculate_transaction_root, calculate_withdrawals_root},
+        Block, BlockBody, Eip658Value, Header, Receipt, ReceiptEnvelope, ReceiptWithBloom,
+        SignableTransaction, TxEip1559, TxEip4844, TxEip7702, TxEnvelope,
+    },
+    eips::{eip4844::DATA_GAS_PER_BLOB, eip4895::Withdrawals, eip7685::Requests},
+    primitives::{Address, Bloom, Bytes, Signature, TxKind, B256, U256},
+    rlp::Encodable,
+    rpc::types::{BlockTransactions, Log as RpcLog, TransactionRequest},
+};
+use alloy_evm::{
+    block::SystemCaller,
+    eth::{eip6110::parse_deposits_from_receipts, EthEvmBuilder},
+    precompiles::PrecompilesMap,
+    Evm,
+};
+use alloy_hardforks::EthereumHardforks;
+use revm::{
+    bytecode::Bytecode,
+    context::TxEnv,
+    context_interface::{
+        block::BlobExcessGasAndPrice,
+        result::{EVMError, ExecutionResult, HaltReason, InvalidTransaction, OutOfGasError},
+    },
+    database::AccountState,
+    precompile::{PrecompileSpecId, Precompiles},
+    primitives::{hardfork::SpecId, KECCAK_EMPTY},
+    Database, DatabaseCommit,
+};
+use serde::Serialize;
+use serde_json::Value;
+use simnode_api::{
+    error::SimulateCode, BlockParam, ChainSpec, ChainView, ModuleContext, RpcError, RpcResult,
+};
+
+use crate::{
+    db::{collect_changes, BaseDb, SimDb},
+    inspector::SimInspector,
+    types::{AccountOverride, BlockOverrides, SimulatePayload, StateOverride},
+};
+
+/// Default distance between two simulated blocks, in seconds.
+pub const TIMESTAMP_INCREMENT: u64 = 12;
+
+/// A block of the planned chain: the user's block, or an empty one filling a number gap.
+struct PlannedBlock {
+    number: u64,
+    timestamp: u64,
+    overrides: BlockOverrides,
+    state_overrides: Option<StateOverride>,
+    calls: Vec<TransactionRequest>,
+}
+
+/// Result of one call, as `eth_simulateV1` reports it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallResult {
+    return_data: Bytes,
+    logs: Vec<RpcLog>,
+    #[serde(with = "alloy::serde::quantity")]
+    gas_used: u64,
+    #[serde(with = "alloy::serde::quantity")]
+    max_used_gas: u64,
+    #[serde(with = "alloy::serde::quantity")]
+    status: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<CallError>,
+}
+
+#[derive(Debug, Serialize)]
+struct CallError {
+    message: String,
+    code: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<Bytes>,
+}
+
+/// Options of one request.
+pub struct Simulation<'a> {
+    pub ctx: &'a ModuleContext,
+    pub payload: SimulatePayload,
+    pub block: BlockParam,
+    /// Moment the request started; the deadline counts from here.
+    pub started: Instant,
+}
+
+impl Simulation<'_> {
+    pub fn run(self) -> RpcResult<Vec<Value>> {
+        let ctx = self.ctx;
+        let limits = &ctx.limits;
+        let deadline = self.started + limits.evm_timeout;
+        let timeout_err = || RpcError::Timeout(duration_ms(limits.evm_timeout));
+
+        let payload = self.payload;
+        if payload.block_state_calls.is_empty() {
+            return Err(RpcError::invalid_params("empty input"));
+        }
+        let max_blocks = limits.max_simulate_blocks;
+        if payload.block_state_calls.len() as u64 > max_blocks {
+            return Err(RpcError::simulate(
+                SimulateCode::ClientLimitExceeded,
+                "too many blocks",
+            ));
+        }
+        let base_number = ctx
+            .chain
+            .resolve(&self.block)?
+            .ok_or(RpcError::HeaderNotFound)?;
+        let base = ctx
+            .chain
+            .header(base_number)?
+            .ok_or(RpcError::HeaderNotFound)?;
+        let plan = plan_chain(&base, payload.block_state_calls, max_blocks)?;
+
+        let state = ctx.chain.state_at(base_number)?;
+        let mut db = SimDb::new(BaseDb::new(state, ctx.chain.clone(), base_number));
+        let mut inspector = SimInspector::new(payload.trace_transfers, deadline);
+        let mut run = Runner {
+            spec: &ctx.spec,
+            chain: ctx.chain.as_ref(),
+            base_number,
+            base_spec: ctx.spec.spec_id(base.number, base.timestamp),
+            validate: payload.validation,
+            full_tx: payload.return_full_transactions,
+            budget: if limits.gas_cap == 0 {
+                u64::MAX
+            } else {
+                limits.gas_cap
+            },
+            deadline,
+        };
+
+        let mut parent: Header = base.inner().clone();
+        let mut parent_hash = base.hash();
+        let mut out = Vec::with_capacity(plan.len());
+        for block in plan {
+            if Instant::now() >= deadline {
+                return Err(timeout_err());
+            }
+            let (header, hash, json) =
+                run.block(block, &parent, parent_hash, &mut db, &mut inspector)?;
+            if inspector.timed_out() {
+                return Err(timeout_err());
+            }
+            db.db.push_block_hash(hash);
+            out.push(json);
+            parent = header;
+            parent_hash = hash;
+        }
+        Ok(out)
+    }
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    d.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+/// Checks block numbers and timestamps, fills number gaps with empty blocks and applies the
+/// block limit (which counts the filler blocks).
+fn plan_chain(
+    base: &Header,
+    blocks: Vec<crate::types::SimBlock>,
+    max_blocks: u64,
+) -> RpcResult<Vec<PlannedBlock>> {
+    let mut plan = Vec::with_capacity(blocks.len());
+    let mut prev_number = base.number;
+    let mut prev_timestamp = base.timestamp;
+    for block in blocks {
+        let overrides = block.block_overrides.unwrap_or_default();
+        let number = match overrides.number {
+            Some(n) => n.to::<u64>(),
+            None => prev_number.checked_add(1).ok_or_else(|| {
+                RpcError::simulate(
+                    SimulateCode::BlockNumberNotIncreasing,
+                    "block number overflow",
+                )
+            })?,
+        };
+        if number <= prev_number {
+            return Err(RpcError::simulate(
+                SimulateCode::BlockNumberNotIncreasing,
+                format!("block numbers must be in order: {number} <= {prev_number}"),
+            ));
+        }
+        if number - base.number > max_blocks {
+            return Err(RpcError::simulate(
+                SimulateCode::ClientLimitExceeded,
+                "too many blocks",
+            ));
+        }
+        for filler in prev_number + 1..number {
+            prev_timestamp = prev_timestamp.saturating_add(TIMESTAMP_INCREMENT);
+            plan.push(PlannedBlock {
+                number: filler,
+                timestamp: prev_timestamp,
+                overrides: BlockOverrides::default(),
+                state_overrides: None,
+                calls: Vec::new(),
+            });
+        }
+        prev_number = number;
+        let timestamp = match overrides.time {
+            None => prev_timestamp.saturating_add(TIMESTAMP_INCREMENT),
+            Some(t) => {
+                let t = t.to::<u64>();
+                if t <= prev_timestamp {
+                    return Err(RpcError::simulate(
+                        SimulateCode::TimestampNotIncreasing,
+                        format!("block timestamps must be in order: {t} <= {prev_timestamp}"),
+                    ));
+                }
+                t
+            }
+        };
+        prev_timestamp = timestamp;
+        plan.push(PlannedBlock {
+            number,
+            timestamp,
+            overrides,
+            state_overrides: block.state_overrides,
+            calls: block.calls,
+        });
+    }
+    Ok(plan)
+}
+
+struct Runner<'a> {
+    spec: &'a Arc<ChainSpec>,
+    chain: &'a dyn ChainView,
+    base_number: u64,
+    /// Precompiles are those of the base block (as geth does).
+    base_spec: SpecId,
+    validate: bool,
+    full_tx: bool,
+    /// What remains of the request-wide gas budget (`--rpc.gascap`).
+    budget: u64,
+    deadline: Instant,
+}
+
+/// One executed call, before the block hash is known.
+struct ExecutedCall {
+    result: CallResult,
+    logs: Vec<(alloy::primitives::Log, u64)>,
+}
+
+impl Runner<'_> {
+    /// Runs one block; returns its header, hash and JSON.
+    fn block(
+        &mut self,
+        block: PlannedBlock,
+        parent: &Header,
+        parent_hash: B256,
+        db: &mut SimDb,
+        inspector: &mut SimInspector,
+    ) -> RpcResult<(Header, B256, Value)> {
+        let spec = self.spec.as_ref();
+        let PlannedBlock {
+            number,
+            timestamp,
+            overrides,
+            state_overrides,
+            calls,
+        } = block;
+
+        let london = spec.is_london_active_at_block(number);
+        let shanghai = spec.is_shanghai_active_at_timestamp(timestamp);
+        let cancun = spec.is_cancun_active_at_timestamp(timestamp);
+        let prague = spec.is_prague_active_at_timestamp(timestamp);
+
+        let base_fee = if london {
+            Some(match overrides.base_fee_per_gas {
+                Some(fee) => u64::try_from(fee)
+                    .map_err(|_| RpcError::invalid_params("baseFeePerGas overflows 64 bits"))?,
+                None if self.validate => spec.next_base_fee(parent).unwrap_or_default(),
+                None => 0,
+            })
+        } else {
+            None
+        };
+        let excess_blob_gas = cancun.then(|| {
+            if spec.is_cancun_active_at_timestamp(parent.timestamp) {
+                spec.next_excess_blob_gas(parent, timestamp)
+                    .unwrap_or_default()
+            } else {
+                0
+            }
+        });
+        let withdrawals: Option<Withdrawals> =
+            shanghai.then(|| Withdrawals::new(overrides.withdrawals.clone().unwrap_or_default()));
+
+        let mut header = Header {
+            parent_hash,
+            ommers_hash: EMPTY_OMMER_ROOT_HASH,
+            beneficiary: overrides.fee_recipient.unwrap_or(parent.beneficiary),
+            difficulty: parent.difficulty,
+            number,
+            gas_limit: overrides
+                .gas_limit
+                .map(|g| g.to::<u64>())
+                .unwrap_or(parent.gas_limit),
+            timestamp,
+            mix_hash: overrides.prev_randao.unwrap_or_default(),
+            base_fee_per_gas: base_fee,
+            withdrawals_root: withdrawals.as_ref().map(|w| calculate_withdrawals_root(w)),
+            excess_blob_gas,
+            parent_beacon_block_root: cancun.then(|| overrides.beacon_root.unwrap_or_default()),
+            ..Default::default()
+        };
+
+        let mut env = spec.evm_env(&header);
+        env.cfg_env.disable_nonce_check = !self.validate;
+        env.cfg_env.disable_base_fee = !self.validate;
+        env.cfg_env.disable_eip3607 = true;
+        env.cfg_env.disable_block_gas_limit = true;
+        // The gas of a call is bounded by the block and the request budget, not by EIP-7825.
+        env.cfg_env.tx_gas_limit_cap = Some(u64::MAX);
+        if let Some(blob_base_fee) = overrides.blob_base_fee {
+            let excess = excess_blob_gas.unwrap_or_default();
+            env.block_env.blob_excess_gas_and_price = Some(BlobExcessGasAndPrice {
+                excess_blob_gas: excess,
+                blob_gasprice: blob_base_fee.saturating_to(),
+            });
+        }
+
+        let mut precompiles = PrecompilesMap::from_static(Precompiles::new(
+            PrecompileSpecId::from_spec_id(self.base_spec),
+        ));
+        if let Some(state_overrides) = &state_overrides {
+            apply_state_overrides(state_overrides, db, &mut precompiles)?;
+        }
+
+        inspector.start_block();
+        let mut evm = EthEvmBuilder::new(&mut *db, env)
+            .precompiles(precompiles)
+            .activate_inspector(&mut *inspector)
+            .build();
+
+        let mut system = SystemCaller::new(spec);
+        system
+            .apply_blockhashes_contract_call(parent_hash, &mut evm)
+            .map_err(RpcError::internal)?;
+        system
+            .apply_beacon_root_contract_call(header.parent_beacon_block_root, &mut evm)
+            .map_err(RpcError::internal)?;
+
+        let mut gas_used = 0u64;
+        let mut blob_gas_used = 0u64;
+        let mut txs: Vec<(TxEnvelope, Address)> = Vec::with_capacity(calls.len());
+        let mut receipts: Vec<ReceiptEnvelope> = Vec::with_capacity(calls.len());
+        let mut executed: Vec<ExecutedCall> = Vec::with_capacity(calls.len());
+
+        for call in calls {
+            if Instant::now() >= self.deadline {
+                return Err(RpcError::Timeout(0));
+            }
+            let prepared = self.prepare_call(call, &header, gas_used, &mut evm)?;
+            evm.inspector_mut().reset();
+            let outcome = evm.transact_raw(prepared.tx_env.clone());
+            if evm.inspector().timed_out() {
+                return Err(RpcError::Timeout(0));
+            }
+            let result_and_state = outcome.map_err(|e| map_evm_error(e, &prepared))?;
+            let wrapped_nonce = prepared.wraps_nonce;
+            evm.db_mut().commit(result_and_state.state);
+            if wrapped_nonce {
+                // geth's nonce counter wraps around where revm's saturates.
+                let account = evm
+                    .db_mut()
+                    .load_account(prepared.from)
+                    .map_err(RpcError::from)?;
+                account.info.nonce = 0;
+            }
+            let result = result_and_state.result;
+            let tx_gas = result.tx_gas_used();
+            let max_used = result.gas().total_gas_spent().max(result.gas().floor_gas());
+            gas_used = gas_used.saturating_add(tx_gas);
+            self.budget = self.budget.saturating_sub(tx_gas);
+            blob_gas_used += prepared.blob_count * DATA_GAS_PER_BLOB;
+
+            let logs = evm.inspector_mut().take_logs();
+            let receipt = Receipt {
+                status: Eip658Value::Eip658(result.is_success()),
+                cumulative_gas_used: gas_used,
+                logs: result.logs().to_vec(),
+            }
+            .with_bloom();
+            receipts.push(envelope_receipt(prepared.envelope.tx_type() as u8, receipt));
+            let call_result = call_result(result, tx_gas, max_used);
+            executed.push(ExecutedCall {
+                result: call_result,
+                logs,
+            });
+            txs.push((prepared.envelope, prepared.from));
+        }
+
+        let mut requests = Requests::default();
+        if prague {
+            let deposits =
+                parse_deposits_from_receipts(spec, receipts.iter()).map_err(RpcError::internal)?;
+            if !deposits.is_empty() {
+                requests.push_request_with_type(0, deposits);
+            }
+            system
+                .append_post_execution_changes(&mut evm, &mut requests)
+                .map_err(RpcError::internal)?;
+        }
+        drop(evm);
+
+        if let Some(withdrawals) = &withdrawals {
+            for w in withdrawals.iter() {
+                if w.amount == 0 {
+                    continue;
+                }
+                let account = db.load_account(w.address).map_err(RpcError::from)?;
+                account.info.balance = account.info.balance.saturating_add(w.amount_wei());
+                if !matches!(account.account_state, AccountState::StorageCleared) {
+                    account.account_state = AccountState::Touched;
+                }
+            }
+        }
+
+        let changes = collect_changes(db);
+        header.state_root = self.chain.state_root_with(self.base_number, &changes)?;
+        header.gas_used = gas_used;
+        if cancun {
+            header.blob_gas_used = Some(blob_gas_used);
+        }
+        if prague {
+            header.requests_hash = Some(requests.requests_hash());
+        }
+        let envelopes: Vec<TxEnvelope> = txs.iter().map(|(tx, _)| tx.clone()).collect();
+        header.transactions_root = calculate_transaction_root(&envelopes);
+        header.receipts_root = calculate_receipt_root(&receipts);
+        let mut bloom = Bloom::ZERO;
+        for r in &receipts {
+            bloom |= *r.logs_bloom();
+        }
+        header.logs_bloom = bloom;
+
+        let hash = header.hash_slow();
+        let size = Block {
+            header: header.clone(),
+            body: BlockBody {
+                transactions: envelopes,
+                ommers: Vec::new(),
+                withdrawals: withdrawals.clone(),
+            },
+        }
+        .length();
+
+        let json = self.block_json(&header, hash, size, txs, executed, withdrawals)?;
+        Ok((header, hash, json))
+    }
+
+    /// Fills in a call's defaults and checks what geth checks before executing it.
+    fn prepare_call(
+        &self,
+        call: TransactionRequest,
+        header: &Header,
+        gas_used: u64,
+        evm: &mut SimEvm<'_, '_>,
+    ) -> RpcResult<PreparedCall> {
+        let chain_id = self.spec.chain_id;
+        let from = call.from.unwrap_or_default();
+        let state_nonce = evm
+            .db_mut()
+            .basic(from)
+            .map_err(RpcError::from)?
+            .map(|a| a.nonce)
+            .unwrap_or_default();
+        let nonce = call.nonce.unwrap_or(state_nonce);
+        let gas_limit = header.gas_limit;
+        let mut gas = call.gas.unwrap_or(gas_limit.saturating_sub(gas_used));
+        if gas_used.saturating_add(gas) > gas_limit {
+            return Err(RpcError::simulate(
+                SimulateCode::BlockGasLimitExceeded,
+                format!("block gas limit reached: {gas_used} >= {gas_limit}"),
+            ));
+        }
+        if call.gas_price.is_some()
+            && (call.max_fee_per_gas.is_some() || call.max_priority_fee_per_gas.is_some())
+        {
+            return Err(RpcError::Server(
+                "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified".into(),
+            ));
+        }
+        if let Some(have) = call.chain_id {
+            if have != chain_id {
+                return Err(RpcError::Server(format!(
+                    "chainId does not match node's (have={have}, want={chain_id})"
+                )));
+            }
+        }
+        gas = gas.min(self.budget);
+        let input = call
+            .input
+            .try_into_unique_input()
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?
+            .unwrap_or_default();
+        let value = call.value.unwrap_or_default();
+        let base_fee = header.base_fee_per_gas;
+        // Fee fields of the transaction object...
+        let tx_fee_cap = call.max_fee_per_gas.unwrap_or_default();
+        let tx_tip = call.max_priority_fee_per_gas.unwrap_or_default();
+        // ...and what the EVM charges (a legacy gasPrice pays as both cap and tip).
+        let (fee_cap, tip) = match call.gas_price {
+            Some(price) => (price, price),
+            None if base_fee.is_none() => (0, 0),
+            None => (tx_fee_cap, tx_tip),
+        };
+        if let Some(base_fee) = base_fee {
+            // Without validation geth skips the base fee check only for calls that pay nothing.
+            if !self.validate && (fee_cap > 0 || tip > 0) && fee_cap < u128::from(base_fee) {
+                return Err(RpcError::simulate(
+                    SimulateCode::BaseFeeTooLow,
+                    format!(
+                        "err: max fee per gas less than block base fee: address {from}, maxFeePerGas: {fee_cap}, baseFee: {base_fee} (supplied gas {gas})"
+                    ),
+                ));
+            }
+        }
+        let blob_hashes = call.blob_versioned_hashes.clone();
+        let authorizations = call.authorization_list.clone();
+        let tx_type: u8 = if authorizations.is_some() {
+            4
+        } else if blob_hashes.is_some() {
+            3
+        } else {
+            2
+        };
+        let kind = call.to.unwrap_or(TxKind::Create);
+        if tx_type != 2 && kind.is_create() {
+            return Err(RpcError::invalid_params(
+                "blob and set-code transactions need a \"to\" address",
+            ));
+        }
+        let blob_hashes = blob_hashes.unwrap_or_default();
+        let access_list = call.access_list.clone().unwrap_or_default();
+        let exec_type = if base_fee.is_none() && tx_type == 2 {
+            if access_list.is_empty() {
+                0
+            } else {
+                1
+            }
+        } else {
+            tx_type
+        };
+        let tx_env = TxEnv {
+            tx_type: exec_type,
+            caller: from,
+            gas_limit: gas,
+            gas_price: fee_cap,
+            kind,
+            value,
+            data: input.clone(),
+            nonce,
+            chain_id: Some(chain_id),
+            access_list: access_list.clone(),
+            gas_priority_fee: (exec_type >= 2).then_some(tip),
+            blob_hashes: blob_hashes.clone(),
+            max_fee_per_blob_gas: call.max_fee_per_blob_gas.unwrap_or_default(),
+            authorization_list: authorizations
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(revm::context::either::Either::Left)
+                .collect(),
+            ..Default::default()
+        };
+        let sig = Signature::new(U256::ZERO, U256::ZERO, false);
+        let to = match kind {
+            TxKind::Call(to) => to,
+            TxKind::Create => Address::ZERO,
+        };
+        let envelope = match tx_type {
+            3 => TxEnvelope::from(
+                TxEip4844 {
+                    chain_id,
+                    nonce,
+                    gas_limit: gas,
+                    max_fee_per_gas: tx_fee_cap,
+                    max_priority_fee_per_gas: tx_tip,
+                    to,
+                    value,
+                    access_list,
+                    blob_versioned_hashes: blob_hashes.clone(),
+                    max_fee_per_blob_gas: call.max_fee_per_blob_gas.unwrap_or_default(),
+                    input,
+                }
+                .into_signed(sig),
+            ),
+            4 => TxEnvelope::from(
+                TxEip7702 {
+                    chain_id,
+                    nonce,
+                    gas_limit: gas,
+                    max_fee_per_gas: tx_fee_cap,
+                    max_priority_fee_per_gas: tx_tip,
+                    to,
+                    value,
+                    access_list,
+                    authorization_list: authorizations.unwrap_or_default(),
+                    input,
+                }
+                .into_signed(sig),
+            ),
+            _ => TxEnvelope::from(
+                TxEip1559 {
+                    chain_id,
+                    nonce,
+                    gas_limit: gas,
+                    max_fee_per_gas: tx_fee_cap,
+                    max_priority_fee_per_gas: tx_tip,
+                    to: kind,
+                    value,
+                    access_list,
+                    input,
+                }
+                .into_signed(sig),
+            ),
+        };
+        Ok(PreparedCall {
+            from,
+            tx_env,
+            envelope,
+            blob_count: blob_hashes.len() as u64,
+            wraps_nonce: kind.is_call() && state_nonce == u64::MAX && !self.validate,
+            gas,
+        })
+    }
+
+    fn block_json(
+        &self,
+        header: &Header,
+        hash: B256,
+        size: usize,
+        txs: Vec<(TxEnvelope, Address)>,
+        executed: Vec<ExecutedCall>,
+        withdrawals: Option<Withdrawals>,
+    ) -> RpcResult<Value> {
+        let transactions = if self.full_tx {
+            BlockTransactions::Full(
+                txs.into_iter()
+                    .enumerate()
+                    .map(|(i, (tx, from))| {
+                        let effective_gas_price = effective_gas_price(&tx, header.base_fee_per_gas);
+                        alloy::rpc::types::Transaction {
+                            inner: alloy::consensus::transaction::Recovered::new_unchecked(
+                                tx, from,
+                            ),
+                            block_hash: Some(hash),
+                            block_number: Some(header.number),
+                            transaction_index: Some(i as u64),
+                            effective_gas_price: Some(effective_gas_price),
+                            block_timestamp: Some(header.timestamp),
+                        }
+                    })
+                    .collect(),
+            )
+        } else {
+            BlockTransactions::Hashes(txs.iter().map(|(tx, _)| *tx.tx_hash()).collect())
+        };
+        let tx_hashes: Vec<B256> = match &transactions {
+            BlockTransactions::Full(full) => full.iter().map(|t| *t.inner.tx_hash()).collect(),
+            BlockTransactions::Hashes(h) => h.clone(),
+            BlockTransactions::Uncle => Vec::new(),
+        };
+        let block = alloy::rpc::types::Block {
+            header: alloy::rpc::types::Header {
+                hash,
+                inner: header.clone(),
+                total_difficulty: None,
+                size: Some(U256::from(size)),
+            },
+            uncles: Vec::new(),
+            transactions,
+            withdrawals,
+        };
+        let mut json = serde_json::to_value(&block).map_err(RpcError::internal)?;
+        let calls: Vec<CallResult> = executed
+            .into_iter()
+            .enumerate()
+            .map(|(i, call)| {
+                let mut result = call.result;
+                result.logs = call
+                    .logs
+                    .into_iter()
+                    .map(|(log, log_index)| RpcLog {
+                        inner: log,
+                        block_hash: Some(hash),
+                        block_number: Some(header.number),
+                        block_timestamp: Some(header.timestamp),
+                        transaction_hash: tx_hashes.get(i).copied(),
+                        transaction_index: Some(i as u64),
+                        log_index: Some(log_index),
+                        removed: false,
+                    })
+                    .collect();
+                result
+            })
+            .collect();
+        if let Value::Object(map) = &mut json {
+            map.insert(
+                "calls".into(),
+                serde_json::to_value(calls).map_err(RpcError::internal)?,
+            );
+        }
+        Ok(json)
+    }
+}
+
+type SimEvm<'db, 'i> = alloy_evm::EthEvm<&'db mut SimDb, &'i mut SimInspector, PrecompilesMap>;
+
+/// A call with its defaults filled in, ready for the EVM.
+struct PreparedCall {
+    from: Address,
+    tx_env: TxEnv,
+    envelope: TxEnvelope,
+    blob_count: u64,
+    /// The sender's nonce is at its maximum and the call will wrap it to zero.
+    wraps_nonce: bool,
+    gas: u64,
+}
+
+fn effective_gas_price(tx: &TxEnvelope, base_fee: Option<u64>) -> u128 {
+    use alloy::consensus::Transaction;
+    tx.effective_gas_price(base_fee)
+}
+
+fn envelope_receipt(tx_type: u8, receipt: ReceiptWithBloom<Receipt>) -> ReceiptEnvelope {
+    match tx_type {
+        3 => ReceiptEnvelope::Eip4844(receipt),
+        4 => ReceiptEnvelope::Eip7702(receipt),
+        1 => ReceiptEnvelope::Eip2930(receipt),
+        0 => ReceiptEnvelope::Legacy(receipt),
+        _ => ReceiptEnvelope::Eip1559(receipt),
+    }
+}
+
+fn call_result(
+    result: ExecutionResult<HaltReason>,
+    gas_used: u64,
+    max_used_gas: u64,
+) -> CallResult {
+    match result {
+        ExecutionResult::Success { output, .. } => CallResult {
+            return_data: output.into_data(),
+            logs: Vec::new(),
+            gas_used,
+            max_used_gas,
+            status: 1,
+            error: None,
+        },
+        ExecutionResult::Revert { output, .. } => CallResult {
+            return_data: output.clone(),
+            logs: Vec::new(),
+            gas_used,
+            max_used_gas,
+            status: 0,
+            error: Some(CallError {
+                message: revert_message(&output),
+                code: 3,
+                data: Some(output),
+            }),
+        },
+        ExecutionResult::Halt { reason, .. } => CallResult {
+            return_data: Bytes::new(),
+            logs: Vec::new(),
+            gas_used,
+            max_used_gas,
+            status: 0,
+            error: Some(CallError {
+                message: halt_message(&reason),
+                code: -32015,
+                data: None,
+            }),
+        },
+    }
+}
+
+/// "execution reverted", with the decoded reason of `Error(string)` and `Panic(uint256)`.
+pub fn revert_message(output: &[u8]) -> String {
+    const ERROR_SELECTOR: [u8; 4] = [0x08, 0xc3, 0x79, 0xa0];
+    const PANIC_SELECTOR: [u8; 4] = [0x4e, 0x48, 0x7b, 0x71];
+    let base = "execution reverted";
+    if output.len() < 4 {
+        return base.into();
+    }
+    let (selector, body) = output.split_at(4);
+    if selector == ERROR_SELECTOR {
+        if let Some(reason) = decode_abi_string(body) {
+            return format!("{base}: {reason}");
+        }
+    } else if selector == PANIC_SELECTOR && body.len() == 32 {
+        let code = U256::from_be_slice(body);
+        let reason = match code.try_into().unwrap_or(u64::MAX) {
+            0x00 => "generic panic".to_string(),
+            0x01 => "assert(false)".to_string(),
+            0x11 => "arithmetic underflow or overflow".to_string(),
+            0x12 => "division or modulo by zero".to_string(),
+            0x21 => "enum overflow".to_string(),
+            0x22 => "invalid encoded storage byte array accessed".to_string(),
+            0x31 => "out-of-bounds array access; popping on an empty array".to_string(),
+            0x32 => "out-of-bounds access of an array or bytesN".to_string(),
+            0x41 => "out of memory".to_string(),
+            0x51 => "uninitialized function".to_string(),
+            _ => format!("unknown panic code: {code:#x}"),
+        };
+        return format!("{base}: {reason}");
+    }
+    base.into()
+}
+
+fn decode_abi_string(body: &[u8]) -> Option<String> {
+    let word = |at: usize| -> Option<usize> {
+        let w = body.get(at..at.checked_add(32)?)?;
+        if w[..24].iter().any(|b| *b != 0) {
+            return None;
+        }
+        Some(u64::from_be_bytes(w[24..].try_into().ok()?) as usize)
+    };
+    let offset = word(0)?;
+    let len = word(offset)?;
+    let start = offset.checked_add(32)?;
+    let bytes = body.get(start..start.checked_add(len)?)?;
+    String::from_utf8(bytes.to_vec()).ok()
+}
+
+/// geth's wording of VM errors.
+fn halt_message(reason: &HaltReason) -> String {
+    match reason {
+        HaltReason::OutOfGas(OutOfGasError::Basic)
+        | HaltReason::OutOfGas(OutOfGasError::Memory)
+        | HaltReason::OutOfGas(OutOfGasError::MemoryLimit)
+        | HaltReason::OutOfGas(OutOfGasError::Precompile) => "out of gas".into(),
+        HaltReason::OutOfGas(OutOfGasError::InvalidOperand) => "gas uint64 overflow".into(),
+        HaltReason::OutOfGas(_) => "out of gas".into(),
+        HaltReason::OpcodeNotFound | HaltReason::InvalidFEOpcode => "invalid opcode".into(),
+        HaltReason::InvalidJump => "invalid jump destination".into(),
+        HaltReason::NotActivated => "invalid opcode".into(),
+        HaltReason::StackUnderflow => "stack underflow".into(),
+        HaltReason::StackOverflow => "stack limit reached 1024 (1023)".into(),
+        HaltReason::OutOfOffset => "return data out of bounds".into(),
+        HaltReason::CreateCollision => "contract address collision".into(),
+        HaltReason::PrecompileError | HaltReason::PrecompileErrorWithContext(_) => {
+            "precompiled contract failed".into()
+        }
+        HaltReason::NonceOverflow => "nonce uint64 overflow".into(),
+        HaltReason::CreateContractSizeLimit | HaltReason::CreateContractStartingWithEF => {
+            "max code size exceeded".into()
+        }
+        HaltReason::CreateInitCodeSizeLimit => "max initcode size exceeded".into(),
+        HaltReason::OverflowPayment => "gas uint64 overflow".into(),
+        HaltReason::StateChangeDuringStaticCall => "write protection".into(),
+        HaltReason::CallNotAllowedInsideStatic => "write protection".into(),
+        HaltReason::OutOfFunds => "insufficient balance for transfer".into(),
+        HaltReason::CallTooDeep => "max call depth exceeded".into(),
+    }
+}
+
+/// Maps a transaction the EVM refused to the codes of the execution-apis spec.
+fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) -> RpcError {
+    let from = call.from;
+    let gas = call.gas;
+    let tx = match err {
+        EVMError::Transaction(tx) => tx,
+        EVMError::Database(e) => return RpcError::internal(e),
+        other => return RpcError::internal(other),
+    };
+    let msg = |s: String| format!("err: {s} (supplied gas {gas})");
+    use InvalidTransaction as I;
+    match tx {
+        I::NonceTooHigh { tx, state } => RpcError::simulate(
+            SimulateCode::NonceTooHigh,
+            msg(format!("nonce too high: address {from}, tx: {tx} state: {state}")),
+        ),
+        I::NonceTooLow { tx, state } => RpcError::simulate(
+            SimulateCode::NonceTooLow,
+            msg(format!("nonce too low: address {from}, tx: {tx} state: {state}")),
+        ),
+        I::NonceOverflowInTransaction => RpcError::Internal(msg(format!(
+            "nonce has max value: address {from}, nonce: {}",
+            u64::MAX
+        ))),
+        I::GasPriceLessThanBasefee => RpcError::simulate(
+            SimulateCode::BaseFeeTooLow,
+            msg(format!(
+                "max fee per gas less than block base fee: address {from}, maxFeePerGas: {}",
+                call.tx_env.gas_price
+            )),
+        ),
+        I::PriorityFeeGreaterThanMaxFee => RpcError::invalid_params(msg(format!(
+            "max priority fee per gas higher than max fee per gas: address {from}"
+        ))),
+        I::LackOfFundForMaxFee { fee, balance } => RpcError::simulate(
+            SimulateCode::InsufficientFunds,
+            msg(format!(
+                "insufficient funds for gas * price + value: address {from} have {balance} want {fee}"
+            )),
+        ),
+        I::CallGasCostMoreThanGasLimit { initial_gas, gas_limit } => RpcError::simulate(
+            SimulateCode::IntrinsicGas,
+            msg(format!("intrinsic gas too low: have {gas_limit}, want {initial_gas}")),
+        ),
+        I::GasFloorMoreThanGasLimit { gas_floor, gas_limit } => RpcError::simulate(
+            SimulateCode::IntrinsicGas,
+            msg(format!(
+                "insufficient gas for floor data gas cost: have {gas_limit}, want {gas_floor}"
+            )),
+        ),
+        I::CreateInitCodeSizeLimit => RpcError::simulate(
+            SimulateCode::MaxInitCodeSize,
+            msg(format!("max initcode size exceeded: address {from}")),
+        ),
+        I::RejectCallerWithCode => RpcError::simulate(
+            SimulateCode::SenderNotEoa,
+            msg(format!("sender not an eoa: address {from}")),
+        ),
+        I::CallerGasLimitMoreThanBlock => RpcError::simulate(
+            SimulateCode::BlockGasLimitExceeded,
+            msg("block gas limit reached".into()),
+        ),
+        other => RpcError::Internal(msg(other.to_string())),
+    }
+}
+
+/// Applies one block's state overrides to the database and the precompile map, the way geth
+/// does: an override of a precompile's address removes the precompile; a move installs it at
+/// the destination, which nothing else in the same block may override.
+fn apply_state_overrides(
+    overrides: &StateOverride,
+    db: &mut SimDb,
+    precompiles: &mut PrecompilesMap,
+) -> RpcResult<()> {
+    let mut moved_to: HashSet<Address> = HashSet::new();
+    for (address, account) in overrides {
+        if moved_to.contains(address) {
+            return Err(RpcError::Server(format!(
+                "account {address} has already been overridden by a precompile"
+            )));
+        }
+        let is_precompile = precompiles.get(address).is_some();
+        if let Some(dest) = account.move_precompile_to_address {
+            if !is_precompile {
+                return Err(RpcError::Server(format!(
+                    "account {address} is not a precompile"
+                )));
+            }
+            if overrides.contains_key(&dest) {
+                return Err(RpcError::Server(format!(
+                    "account {dest} is already overridden"
+                )));
+            }
+            let mut taken = None;
+            precompiles.apply_precompile(address, |p| {
+                taken = p;
+                None
+            });
+            precompiles.apply_precompile(&dest, |_| taken);
+            moved_to.insert(dest);
+        } else if is_precompile {
+            precompiles.apply_precompile(address, |_| None);
+        }
+        apply_account_override(*address, account, db)?;
+    }
+    Ok(())
+}
+
+fn apply_account_override(
+    address: Address,
+    account: &AccountOverride,
+    db: &mut SimDb,
+) -> RpcResult<()> {
+    if account.state.is_some() && account.state_diff.is_some() {
+        return Err(RpcError::Server(format!(
+            "account {address} has both 'state' and 'stateDiff'"
+        )));
+    }
+    let touches = account.balance.is_some()
+        || account.nonce.is_some()
+        || account.code.is_some()
+        || account.state.is_some()
+        || account.state_diff.is_some();
+    if !touches {
+        return Ok(());
+    }
+    let mut code_info = None;
+    if let Some(code) = &account.code {
+        let bytecode = Bytecode::new_raw_checked(code.clone())
+            .map_err(|e| RpcError::invalid_params(format!("invalid code for {address}: {e}")))?;
+        let hash = if code.is_empty() {
+            KECCAK_EMPTY
+        } else {
+            alloy::primitives::keccak256(code)
+        };
+        code_info = Some((hash, bytecode));
+    }
+    if let Some((hash, bytecode)) = &code_info {
+        if *hash != KECCAK_EMPTY {
+            db.cache
+                .contracts
+                .entry(*hash)
+                .or_insert_with(|| bytecode.clone());
+        }
+    }
+    let entry = db.load_account(address).map_err(RpcError::from)?;
+    if let Some(nonce) = account.nonce {
+        entry.info.nonce = nonce.to::<u64>();
+    }
+    if let Some(balance) = account.balance {
+        entry.info.balance = balance;
+    }
+    if let Some((hash, bytecode)) = code_info {
+        entry.info.code_hash = hash;
+        entry.info.code = Some(bytecode);
+    }
+    if let Some(state) = &account.state {
+        entry.storage.clear();
+        entry.account_state = AccountState::StorageCleared;
+        for (slot, value) in state {
+            entry.storage.insert((*slot).into(), (*value).into());
+        }
+    } else {
+        if !matches!(entry.account_state, AccountState::StorageCleared) {
+            entry.account_state = AccountState::Touched;
+        }
+        if let Some(diff) = &account.state_diff {
+            for (slot, value) in diff {
+                entry.storage.insert((*slot).into(), (*value).into());
+            }
+        }
+    }
+    Ok(())
+}
