@@ -1,0 +1,309 @@
+//! eth_simulateV1 against the geth-recorded execution-apis fixtures, run in-process on the
+//! imported test chain (the simulate module over the node's own store), plus the provider's
+//! limits that the fixtures do not cover.
+//!
+//! `SIMULATE_FIXTURE=<substring>` limits the run to matching files and prints the first
+//! difference of each failure.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{Arc, OnceLock},
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    consensus::{transaction::Recovered, TxEnvelope},
+    primitives::{Address, B256},
+};
+use serde_json::{json, Value};
+use simnode_api::{BlockParam, ModuleContext, RpcLimits, RpcResult, TxPool};
+use simnode_simulate::{Simulate, SimulatePayload};
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/execution-apis")
+}
+
+struct NoPool;
+
+impl TxPool for NoPool {
+    fn insert(&self, _tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
+        Err(simnode_api::RpcError::Server("no pool".into()))
+    }
+    fn pending(&self) -> Vec<Recovered<TxEnvelope>> {
+        Vec::new()
+    }
+    fn get(&self, _hash: &B256) -> Option<Recovered<TxEnvelope>> {
+        None
+    }
+    fn pending_nonce(&self, _sender: &Address) -> Option<u64> {
+        None
+    }
+}
+
+/// The execution-apis chain, imported once per test binary.
+fn imported_chain() -> (Arc<simnode::store::Store>, Arc<simnode_api::ChainSpec>) {
+    static DATADIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = fixtures_dir();
+    let genesis = dir.join("genesis.json");
+    let datadir = DATADIR.get_or_init(|| {
+        let datadir = std::env::temp_dir().join(format!("simnode-simulate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&datadir);
+        let status = Command::new(env!("CARGO_BIN_EXE_simnode"))
+            .arg("import")
+            .arg("--chain")
+            .arg(&genesis)
+            .arg("--datadir")
+            .arg(&datadir)
+            .arg(dir.join("chain.rlp"))
+            .status()
+            .expect("running simnode import");
+        assert!(status.success(), "simnode import failed");
+        datadir
+    });
+    let args = simnode::cli::ChainArgs {
+        chain: genesis.to_string_lossy().into_owned(),
+        datadir: Some(datadir.clone()),
+    };
+    let (store, chain) = simnode::node::open_store(&args).expect("opening the store");
+    (store, Arc::new(chain.spec.clone()))
+}
+
+fn context(limits: RpcLimits) -> ModuleContext {
+    let (store, spec) = imported_chain();
+    ModuleContext { spec, chain: store, pool: Arc::new(NoPool), limits: Arc::new(limits) }
+}
+
+/// Answers one JSON-RPC request the way the server would.
+fn answer(sim: &Simulate, request: &Value) -> Value {
+    let id = request["id"].clone();
+    let params = request["params"].as_array().cloned().unwrap_or_default();
+    let payload: Result<SimulatePayload, _> =
+        serde_json::from_value(params.first().cloned().unwrap_or(Value::Null));
+    let block = match params.get(1) {
+        None | Some(Value::Null) => Ok(BlockParam::LATEST),
+        Some(v) => BlockParam::from_value(v),
+    };
+    let result = match (payload, block) {
+        (Ok(payload), Ok(block)) => sim.simulate_blocking(payload, block, Instant::now()),
+        (Err(e), _) => Err(simnode_api::RpcError::invalid_params(e.to_string())),
+        (_, Err(e)) => Err(simnode_api::RpcError::invalid_params(e)),
+    };
+    match result {
+        Ok(blocks) => json!({"jsonrpc": "2.0", "id": id, "result": blocks}),
+        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code(), "message": e.to_string()}}),
+    }
+}
+
+/// First path where two JSON values differ.
+fn first_diff(path: &str, a: &Value, b: &Value) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                match y.get(k) {
+                    None => return Some(format!("{path}.{k}: missing in expected (got {v})")),
+                    Some(w) => {
+                        if let Some(d) = first_diff(&format!("{path}.{k}"), v, w) {
+                            return Some(d);
+                        }
+                    }
+                }
+            }
+            y.keys()
+                .find(|k| !x.contains_key(*k))
+                .map(|k| format!("{path}.{k}: missing in actual (want {})", y[k]))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                return Some(format!("{path}: length {} != {}", x.len(), y.len()));
+            }
+            x.iter().zip(y).enumerate().find_map(|(i, (v, w))| first_diff(&format!("{path}[{i}]"), v, w))
+        }
+        _ if a == b => None,
+        _ => Some(format!("{path}: got {a}, want {b}")),
+    }
+}
+
+fn matches(actual: &Value, expected: &Value) -> Result<(), String> {
+    match (actual.get("error"), expected.get("error")) {
+        (Some(a), Some(e)) => {
+            if a["code"] == e["code"] {
+                Ok(())
+            } else {
+                Err(format!("error code {} != {} ({})", a["code"], e["code"], a["message"]))
+            }
+        }
+        _ => first_diff("", actual, expected).map_or(Ok(()), Err),
+    }
+}
+
+#[test]
+fn simulate_fixtures() {
+    let filter = std::env::var("SIMULATE_FIXTURE").ok();
+    let limits = RpcLimits { max_simulate_blocks: 256, ..RpcLimits::default() };
+    let sim = Simulate::new(context(limits));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures_dir().join("eth_simulateV1"))
+        .expect("fixture dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "io"))
+        .filter(|p| filter.as_ref().is_none_or(|f| p.to_string_lossy().contains(f.as_str())))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no fixtures found");
+    let mut failures = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read fixture");
+        let line = |prefix: &str| -> Value {
+            let l = text.lines().find(|l| l.starts_with(prefix)).expect("fixture line");
+            serde_json::from_str(&l[prefix.len()..]).expect("fixture json")
+        };
+        let (request, expected) = (line(">> "), line("<< "));
+        let actual = answer(&sim, &request);
+        if let Err(diff) = matches(&actual, &expected) {
+            let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            failures.push(format!("{name}: {diff}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures failed:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+}
+
+fn request(payload: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1", "params": [payload, "latest"]})
+}
+
+fn ok_blocks(resp: &Value) -> &Vec<Value> {
+    resp["result"].as_array().unwrap_or_else(|| panic!("expected a result, got {resp}"))
+}
+
+#[test]
+fn default_limit_is_16_blocks_filler_included() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let blocks = |n: usize| Value::Array(vec![json!({}); n]);
+    let resp = answer(&sim, &request(json!({"blockStateCalls": blocks(16)})));
+    assert_eq!(ok_blocks(&resp).len(), 16);
+    let resp = answer(&sim, &request(json!({"blockStateCalls": blocks(17)})));
+    assert_eq!(resp["error"]["code"], -38026, "{resp}");
+    // Two given blocks, but the second jumps 16 numbers ahead: filler blocks count.
+    let resp = answer(
+        &sim,
+        &request(json!({"blockStateCalls": [{}, {"blockOverrides": {"number": "0x47"}}]})),
+    );
+    assert_eq!(resp["error"]["code"], -38026, "{resp}");
+    let resp = answer(
+        &sim,
+        &request(json!({"blockStateCalls": [{}, {"blockOverrides": {"number": "0x46"}}]})),
+    );
+    assert_eq!(ok_blocks(&resp).len(), 16);
+}
+
+#[test]
+fn full_transactions_under_either_name() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let call = json!({"from": "0xc000000000000000000000000000000000000000", "to": "0xc100000000000000000000000000000000000000"});
+    for name in ["returnFullTransactions", "returnFullTransactionObjects"] {
+        let resp = answer(&sim, &request(json!({"blockStateCalls": [{"calls": [call]}], name: true})));
+        let tx = &ok_blocks(&resp)[0]["transactions"][0];
+        assert!(tx.is_object(), "{name}: {tx}");
+        assert_eq!(tx["from"], "0xc000000000000000000000000000000000000000");
+    }
+    let resp = answer(&sim, &request(json!({"blockStateCalls": [{"calls": [call]}]})));
+    assert!(ok_blocks(&resp)[0]["transactions"][0].is_string());
+}
+
+#[test]
+fn deadline_stops_an_endless_loop() {
+    let limits = RpcLimits { evm_timeout: Duration::from_millis(300), ..RpcLimits::default() };
+    let sim = Simulate::new(context(limits));
+    // JUMPDEST; PUSH1 0; JUMP — loops until the gas (50M) runs out or the deadline hits.
+    let payload = json!({"blockStateCalls": [
+        {"stateOverrides": {"0xc200000000000000000000000000000000000000": {"code": "0x5b600056"}},
+         "calls": [{"to": "0xc200000000000000000000000000000000000000", "gas": "0x2faf080"}]},
+        {"calls": [{"to": "0xc200000000000000000000000000000000000000"}]},
+        {"calls": [{"to": "0xc200000000000000000000000000000000000000"}]},
+        {"calls": [{"to": "0xc200000000000000000000000000000000000000"}]}
+    ]});
+    let started = Instant::now();
+    let resp = answer(&sim, &request(payload));
+    let took = started.elapsed();
+    // Either the loop is fast enough to burn the gas of all calls, or the deadline stops it.
+    if let Some(err) = resp.get("error") {
+        assert_eq!(err["code"], -32016, "{resp}");
+        assert!(took < Duration::from_secs(3), "stopped after {took:?}");
+    }
+}
+
+#[test]
+fn overrides_carry_into_later_blocks() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    // Block 1 gives 0xc0 a balance, code and a storage slot; block 2 reads all three.
+    // Code: SLOAD(0), BALANCE(ADDRESS) added, returned as one word.
+    let code = "0x60005430310160005260206000f3";
+    let payload = json!({"blockStateCalls": [
+        {"stateOverrides": {"0xc000000000000000000000000000000000000000": {
+            "balance": "0x10", "code": code,
+            "stateDiff": {"0x0000000000000000000000000000000000000000000000000000000000000000": "0x0000000000000000000000000000000000000000000000000000000000000005"}}}},
+        {"calls": [{"to": "0xc000000000000000000000000000000000000000"}]}
+    ]});
+    let resp = answer(&sim, &request(payload));
+    let blocks = ok_blocks(&resp);
+    assert_eq!(
+        blocks[1]["calls"][0]["returnData"],
+        "0x0000000000000000000000000000000000000000000000000000000000000015"
+    );
+    // The state root of the empty first block already reflects the overrides.
+    assert_ne!(blocks[0]["stateRoot"], blocks[1]["parentHash"]);
+}
+
+#[test]
+fn trace_transfers_nested_and_reverted() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    // 0xc1 forwards its call value to 0xc2 (CALL), then calls 0xc3 with value 1 which reverts,
+    // and delegate-calls 0xc2 (no transfer log).
+    // 0xc1: CALL(gas, 0xc2, callvalue, 0,0,0,0); POP; CALL(gas, 0xc3, 1, 0,0,0,0); POP;
+    //       DELEGATECALL(gas, 0xc2, 0,0,0,0); POP; STOP
+    let c1 = concat!(
+        "0x", "6000600060006000", "34", "73c200000000000000000000000000000000000000", "5a", "f1", "50",
+        "6000600060006000", "6001", "73c300000000000000000000000000000000000000", "5a", "f1", "50",
+        "60006000600060006000", "73c200000000000000000000000000000000000000", "5a", "f4", "50", "00"
+    );
+    // 0xc3: REVERT(0, 0)
+    let c3 = "0x60006000fd";
+    let payload = json!({"traceTransfers": true, "blockStateCalls": [{
+        "stateOverrides": {
+            "0xc000000000000000000000000000000000000000": {"balance": "0x100"},
+            "0xc100000000000000000000000000000000000000": {"code": c1, "balance": "0x10"},
+            "0xc300000000000000000000000000000000000000": {"code": c3}
+        },
+        "calls": [{"from": "0xc000000000000000000000000000000000000000", "to": "0xc100000000000000000000000000000000000000", "value": "0x7"}]
+    }]});
+    let resp = answer(&sim, &request(payload));
+    let block = &ok_blocks(&resp)[0];
+    let logs = block["calls"][0]["logs"].as_array().expect("logs");
+    let transfers: Vec<(String, String, String)> = logs
+        .iter()
+        .map(|l| {
+            assert_eq!(l["address"], "0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee");
+            (
+                l["topics"][1].as_str().unwrap_or_default()[26..].to_string(),
+                l["topics"][2].as_str().unwrap_or_default()[26..].to_string(),
+                l["data"].as_str().unwrap_or_default()[62..].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        transfers,
+        vec![
+            ("c000000000000000000000000000000000000000".into(), "c100000000000000000000000000000000000000".into(), "07".into()),
+            ("c100000000000000000000000000000000000000".into(), "c200000000000000000000000000000000000000".into(), "07".into()),
+        ],
+        "{logs:?}"
+    );
+    // Transfer logs stay out of the bloom.
+    assert!(block["logsBloom"].as_str().unwrap_or_default().trim_start_matches("0x").chars().all(|c| c == '0'));
+}
