@@ -1,0 +1,323 @@
+//! Running the calls of one `trace_callMany` request, in order, on top of one block's state.
+//!
+//! The EVM is set up as reth sets it up for trace calls (`prepare_call_env`):
+//! - the block environment is that of the named block itself (its number, timestamp, base fee,
+//!   coinbase, gas limit), and the state is the state after that block;
+//! - base-fee check, nonce check and EIP-3607 (sender has code) are off; the sender's nonce
+//!   still goes up by one per call, and a creation takes the address of the sender's current
+//!   nonce, as a transaction would;
+//! - the block gas limit and EIP-7825's per-transaction cap do not apply: the RPC gas cap does;
+//! - the balance check stays on: the sender must afford `value` (and `gas * price` when a
+//!   price is given);
+//! - when the call gives no gas price, the block's base fee is taken as zero (so `BASEFEE` reads
+//!   0, as in geth and reth); with a price, the block's base fee is charged and the rest of the
+//!   price goes to the coinbase;
+//! - gas left out defaults to the RPC gas cap; with a gas price, to what the sender can pay for
+//!   (balance minus value, divided by the price), capped by the block gas limit and the RPC gas
+//!   cap (reth caps by the block gas limit only; it refuses an explicit gas above the RPC cap,
+//!   so letting a defaulted one pass it would be inconsistent).
+//!
+//! Each call's state changes are committed before the next call runs, whatever its trace
+//! types; its stateDiff is built against the state before it (transact, build, then commit).
+
+use std::time::Instant;
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    rpc::types::{
+        trace::parity::{TraceResults, TraceType},
+        TransactionRequest,
+    },
+};
+use alloy_evm::{eth::EthEvmContext, rpc::TryIntoTxEnv, EthEvmFactory, Evm, EvmEnv, EvmFactory};
+use revm::{
+    bytecode::Bytecode,
+    context::TxEnv,
+    context_interface::result::{EVMError, ResultAndState},
+    database::CacheDB,
+    state::AccountInfo,
+    Database, DatabaseCommit, DatabaseRef, Inspector,
+};
+use revm_inspectors::tracing::{
+    TraceLimitBehavior, TraceLimits as RecordLimits, TracingInspector, TracingInspectorConfig,
+};
+use simnode_api::{BlockParam, ModuleContext, RpcError, RpcResult, StateError, StateRef};
+
+use crate::{
+    guard::{Abort, Guard},
+    params::TraceCall,
+    TraceLimits,
+};
+
+/// The stored state after a block, as the read-only base under the request's cache.
+pub(crate) struct StateDb(pub(crate) StateRef);
+
+impl std::fmt::Debug for StateDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateDb")
+    }
+}
+
+impl DatabaseRef for StateDb {
+    type Error = StateError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
+        self.0.basic_ref(address)
+    }
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
+        self.0.code_by_hash_ref(code_hash)
+    }
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
+        self.0.storage_ref(address, index)
+    }
+    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
+        self.0.block_hash_ref(number)
+    }
+}
+
+type Db = CacheDB<StateDb>;
+
+/// How a block parameter is named in "block not found" errors.
+pub(crate) fn describe_block(block: &BlockParam) -> String {
+    match block {
+        BlockParam::Number(n) => format!("{n:#x}"),
+        BlockParam::Tag(tag) => format!("{tag:?}").to_lowercase(),
+        BlockParam::Hash { hash, .. } => hash.to_string(),
+    }
+}
+
+/// Runs `calls` on top of the state after `block`; blocking (call it off the async runtime).
+pub(crate) fn trace_call_many(
+    ctx: &ModuleContext,
+    limits: &TraceLimits,
+    calls: Vec<TraceCall>,
+    block: BlockParam,
+    deadline: Instant,
+) -> RpcResult<Vec<TraceResults>> {
+    let not_found =
+        || RpcError::ResourceNotFound(format!("block not found: {}", describe_block(&block)));
+    let number = ctx.chain.resolve(&block)?.ok_or_else(not_found)?;
+    let header = ctx.chain.header(number)?.ok_or_else(not_found)?;
+
+    let mut env = ctx.spec.evm_env(&header);
+    env.cfg_env.disable_base_fee = true;
+    env.cfg_env.disable_nonce_check = true;
+    env.cfg_env.disable_eip3607 = true;
+    env.cfg_env.disable_block_gas_limit = true;
+    env.cfg_env.tx_gas_limit_cap = Some(u64::MAX);
+
+    let mut run = Run {
+        limits,
+        deadline,
+        db: CacheDB::new(StateDb(ctx.chain.state_at(number)?)),
+        gas_used: 0,
+        trace_bytes: 0,
+    };
+
+    let total = calls.len();
+    let mut results = Vec::with_capacity(total);
+    for (index, call) in calls.into_iter().enumerate() {
+        if Instant::now() >= deadline {
+            return Err(timeout(limits));
+        }
+        let traced = run
+            .call(&env, call, index + 1 < total)
+            .map_err(|err| with_call_index(err, index, total))?;
+        results.push(traced);
+    }
+    Ok(results)
+}
+
+/// Names the failing call in the error message when the request has more than one.
+fn with_call_index(err: RpcError, index: usize, total: usize) -> RpcError {
+    if total < 2 {
+        return err;
+    }
+    match err {
+        RpcError::Server(msg) => RpcError::Server(format!("call {index}: {msg}")),
+        RpcError::InvalidParams(msg) => RpcError::InvalidParams(format!("call {index}: {msg}")),
+        RpcError::LimitExceeded(msg) => RpcError::LimitExceeded(format!("call {index}: {msg}")),
+        other => other,
+    }
+}
+
+fn timeout(limits: &TraceLimits) -> RpcError {
+    RpcError::Timeout(limits.timeout.as_millis().try_into().unwrap_or(u64::MAX))
+}
+
+/// State of one request across its calls.
+struct Run<'a> {
+    limits: &'a TraceLimits,
+    deadline: Instant,
+    db: Db,
+    /// Gas used by the calls so far, against `limits.max_total_gas`.
+    gas_used: u64,
+    /// Trace bytes recorded by the calls so far, against `limits.max_trace_bytes`.
+    trace_bytes: usize,
+}
+
+impl Run<'_> {
+    fn call(&mut self, env: &EvmEnv, call: TraceCall, more: bool) -> RpcResult<TraceResults> {
+        let TraceCall {
+            request,
+            trace_types,
+        } = call;
+        let tx = self.tx_env(env, request)?;
+
+        let mut env = env.clone();
+        if tx.gas_price == 0 {
+            env.block_env.basefee = 0;
+        }
+
+        let vm_trace = trace_types.contains(&TraceType::VmTrace);
+        let mut guard = Guard::new(self.deadline, self.trace_bytes, self.limits.max_trace_bytes)
+            .counting(vm_trace, !trace_types.is_empty());
+
+        let results = if trace_types.is_empty() {
+            let res = transact(&mut self.db, env, tx, &mut guard);
+            let res = self.settle(res, &guard, false)?;
+            let output = res.result.output().cloned().unwrap_or_default();
+            self.finish(res, more);
+            TraceResults {
+                output,
+                trace: Vec::new(),
+                vm_trace: None,
+                state_diff: None,
+            }
+        } else {
+            // The tracer's own budget counts the byte buffers it copies; the guard the rest.
+            let left = self.limits.max_trace_bytes.saturating_sub(self.trace_bytes);
+            let mut tracer =
+                TracingInspector::new(TracingInspectorConfig::from_parity_config(&trace_types))
+                    .with_limits(
+                        RecordLimits::default()
+                            .set_max_recorded_bytes(Some(left))
+                            .set_behavior(TraceLimitBehavior::Halt),
+                    );
+            let res = transact(&mut self.db, env, tx, (&mut tracer, &mut guard));
+            let res = self.settle(res, &guard, tracer.limit_exceeded())?;
+            self.trace_bytes = guard.bytes.saturating_add(tracer.recorded_bytes());
+            if self.trace_bytes > self.limits.max_trace_bytes {
+                return Err(too_large(self.limits));
+            }
+            let traced = tracer
+                .into_parity_builder()
+                .into_trace_results_with_state(&res, &trace_types, &self.db)
+                .map_err(RpcError::from)?;
+            self.finish(res, more);
+            traced
+        };
+        Ok(results)
+    }
+
+    /// Turns the outcome of a transaction into a result or the request's error.
+    fn settle(
+        &mut self,
+        res: Result<ResultAndState, EVMError<StateError>>,
+        guard: &Guard,
+        tracer_full: bool,
+    ) -> RpcResult<ResultAndState> {
+        match res {
+            Ok(res) => {
+                self.gas_used = self.gas_used.saturating_add(res.result.tx_gas_used());
+                Ok(res)
+            }
+            Err(err) => Err(match (guard.abort, tracer_full) {
+                (Some(Abort::Deadline), _) => timeout(self.limits),
+                (Some(Abort::TraceTooLarge), _) | (None, true) => too_large(self.limits),
+                (None, false) => evm_error(err),
+            }),
+        }
+    }
+
+    fn finish(&mut self, res: ResultAndState, more: bool) {
+        if more {
+            self.db.commit(res.state);
+        }
+    }
+
+    /// The transaction environment of a call, with the defaults described in the module docs.
+    fn tx_env(&mut self, env: &EvmEnv, request: TransactionRequest) -> RpcResult<TxEnv> {
+        let gas_cap = self.limits.gas_cap;
+        let budget = self.limits.max_total_gas.saturating_sub(self.gas_used);
+        if let Some(gas) = request.gas {
+            if gas > gas_cap {
+                return Err(RpcError::Server(format!(
+                    "gas {gas} exceeds the RPC gas cap of {gas_cap}"
+                )));
+            }
+            if gas > budget {
+                return Err(RpcError::LimitExceeded(format!(
+                    "gas {gas} exceeds what is left of the request's gas budget ({budget} of {})",
+                    self.limits.max_total_gas
+                )));
+            }
+        }
+        if budget == 0 {
+            return Err(RpcError::LimitExceeded(format!(
+                "the request's gas budget of {} is used up",
+                self.limits.max_total_gas
+            )));
+        }
+        let explicit_gas = request.gas;
+        let mut tx: TxEnv = request.try_into_tx_env(env).map_err(|err| match err {
+            alloy_evm::rpc::EthTxEnvError::Input(e) => RpcError::InvalidParams(e.to_string()),
+            alloy_evm::rpc::EthTxEnvError::CallFees(e) => RpcError::Server(e.to_string()),
+        })?;
+        tx.gas_limit = match explicit_gas {
+            Some(gas) => gas,
+            None if tx.gas_price > 0 => {
+                let balance = self
+                    .db
+                    .basic(tx.caller)
+                    .map_err(RpcError::from)?
+                    .map(|acc| acc.balance)
+                    .unwrap_or_default();
+                let spendable = balance.checked_sub(tx.value).ok_or_else(|| {
+                    RpcError::Server(format!(
+                        "insufficient funds for value: address {} have {balance} want {}",
+                        tx.caller, tx.value
+                    ))
+                })?;
+                let allowance: u64 = (spendable / U256::from(tx.gas_price))
+                    .try_into()
+                    .unwrap_or(u64::MAX);
+                allowance
+                    .min(env.block_env.gas_limit)
+                    .min(gas_cap)
+                    .min(budget)
+            }
+            None => gas_cap.min(budget),
+        };
+        Ok(tx)
+    }
+}
+
+fn too_large(limits: &TraceLimits) -> RpcError {
+    RpcError::LimitExceeded(format!(
+        "trace too large: the request's traces exceed {} bytes",
+        limits.max_trace_bytes
+    ))
+}
+
+fn evm_error(err: EVMError<StateError>) -> RpcError {
+    match err {
+        EVMError::Transaction(err) => RpcError::Server(err.to_string()),
+        EVMError::Header(err) => RpcError::internal(err),
+        EVMError::Database(err) => RpcError::from(err),
+        other => RpcError::internal(other),
+    }
+}
+
+fn transact<'a, I>(
+    db: &'a mut Db,
+    env: EvmEnv,
+    tx: TxEnv,
+    inspector: I,
+) -> Result<ResultAndState, EVMError<StateError>>
+where
+    I: Inspector<EthEvmContext<&'a mut Db>>,
+{
+    let mut evm = EthEvmFactory::default().create_evm_with_inspector(db, env, inspector);
+    evm.transact(tx)
+}
