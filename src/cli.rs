@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "simnode", version, about = "An Ethereum execution node for simulation, tracing and receipts")]
+#[command(
+    name = "simnode",
+    version,
+    about = "An Ethereum execution node for simulation, tracing and receipts"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -1,1 +1,429 @@
-//! exec
+//! Block execution and validation with alloy-evm's Ethereum block executor.
+//!
+//! [`execute_block`] checks a block against its parent (the stored head), executes it on the
+//! head state and compares every header commitment it can compute; the state root is checked
+//! by the store inside the write transaction that stores the block.
+
+mod changes;
+
+use std::borrow::Cow;
+
+use alloy::{
+    consensus::{
+        proofs::{
+            calculate_transaction_root, calculate_withdrawals_root, ordered_trie_root_with_encoder,
+        },
+        transaction::{Recovered, SignerRecoverable},
+        BlockBody, Eip658Value, Header, ReceiptEnvelope, Sealed, TxEnvelope, TxReceipt,
+    },
+    primitives::{Address, Bloom, B256},
+};
+use alloy_evm::{
+    block::{BlockExecutionError, BlockExecutor},
+    eth::{receipt_builder::AlloyReceiptBuilder, EthBlockExecutionCtx, EthBlockExecutor},
+    EthEvmFactory, Evm, EvmFactory,
+};
+use alloy_hardforks::EthereumHardforks;
+use revm::database::{states::bundle_state::BundleRetention, State};
+use simnode_api::{ChainSpec, StateChanges};
+
+pub use changes::bundle_to_changes;
+
+use crate::store::{NewBlock, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlockError {
+    #[error("block {number}: {field} mismatch: header has {expected}, computed {got}")]
+    Mismatch {
+        number: u64,
+        field: &'static str,
+        expected: String,
+        got: String,
+    },
+    #[error("block {number}: invalid header: {reason}")]
+    InvalidHeader { number: u64, reason: String },
+    #[error("block {number}: transaction {index}: cannot recover the sender: {reason}")]
+    Sender {
+        number: u64,
+        index: usize,
+        reason: String,
+    },
+    #[error("block {number}: execution failed: {source}")]
+    Execution {
+        number: u64,
+        source: BlockExecutionError,
+    },
+    #[error("block {number}: unknown parent {parent}")]
+    UnknownParent { number: u64, parent: B256 },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl BlockError {
+    fn mismatch(
+        number: u64,
+        field: &'static str,
+        expected: impl std::fmt::Debug,
+        got: impl std::fmt::Debug,
+    ) -> Self {
+        Self::Mismatch {
+            number,
+            field,
+            expected: format!("{expected:?}"),
+            got: format!("{got:?}"),
+        }
+    }
+}
+
+/// A block after execution, ready for [`Store::commit_block`].
+#[derive(Debug)]
+pub struct ExecutedBlock {
+    pub block: NewBlock,
+    pub changes: StateChanges,
+}
+
+impl ExecutedBlock {
+    pub fn gas_used(&self) -> u64 {
+        self.block.header.gas_used
+    }
+}
+
+/// Executes and validates `header`/`body` on top of the stored head, then stores it.
+pub fn import_block(
+    store: &Store,
+    header: Sealed<Header>,
+    body: BlockBody<TxEnvelope>,
+) -> Result<u64, BlockError> {
+    let executed = execute_block(store, header, body)?;
+    let gas = executed.gas_used();
+    store.commit_block(&executed.block, &executed.changes)?;
+    Ok(gas)
+}
+
+pub fn execute_block(
+    store: &Store,
+    header: Sealed<Header>,
+    body: BlockBody<TxEnvelope>,
+) -> Result<ExecutedBlock, BlockError> {
+    let spec = store.spec().clone();
+    let parent = store.head_header()?;
+    let number = header.number;
+    if header.parent_hash != parent.hash() || number != parent.number + 1 {
+        return Err(BlockError::UnknownParent {
+            number,
+            parent: header.parent_hash,
+        });
+    }
+    validate_header(&spec, &parent, &header)?;
+    validate_body(&spec, &header, &body)?;
+    let senders = recover_senders(number, &body)?;
+    let txs: Vec<_> = body
+        .transactions
+        .iter()
+        .zip(senders.iter().copied())
+        .collect();
+    let out = run_block(
+        store,
+        &parent,
+        &header,
+        &body.ommers,
+        body.withdrawals.as_ref().map(|w| w.as_slice()),
+        &txs,
+        false,
+    )?;
+
+    if out.gas_used != header.gas_used {
+        return Err(BlockError::mismatch(
+            number,
+            "gasUsed",
+            header.gas_used,
+            out.gas_used,
+        ));
+    }
+    if let Some(expected) = header.blob_gas_used {
+        if expected != out.blob_gas_used {
+            return Err(BlockError::mismatch(
+                number,
+                "blobGasUsed",
+                expected,
+                out.blob_gas_used,
+            ));
+        }
+    }
+    let receipts_root = receipts_root(&out.receipts);
+    if receipts_root != header.receipts_root {
+        return Err(BlockError::mismatch(
+            number,
+            "receiptsRoot",
+            header.receipts_root,
+            receipts_root,
+        ));
+    }
+    let bloom = logs_bloom(&out.receipts);
+    if bloom != header.logs_bloom {
+        return Err(BlockError::mismatch(
+            number,
+            "logsBloom",
+            header.logs_bloom,
+            bloom,
+        ));
+    }
+    if spec.is_prague_active_at_timestamp(header.timestamp)
+        && header.requests_hash != out.requests_hash
+    {
+        return Err(BlockError::mismatch(
+            number,
+            "requestsHash",
+            header.requests_hash,
+            out.requests_hash,
+        ));
+    }
+    Ok(ExecutedBlock {
+        block: NewBlock {
+            header,
+            body,
+            senders,
+            receipts: out.receipts,
+        },
+        changes: out.changes,
+    })
+}
+
+/// What running a block's transactions produced.
+#[derive(Debug)]
+pub struct BlockRun {
+    pub receipts: Vec<ReceiptEnvelope>,
+    /// `Some` from Prague on.
+    pub requests_hash: Option<B256>,
+    pub gas_used: u64,
+    pub blob_gas_used: u64,
+    pub changes: StateChanges,
+    /// Indices (into the given transactions) that made it into the block; with
+    /// `skip_invalid` false, all of them.
+    pub included: Vec<usize>,
+}
+
+/// Runs `txs` in the environment of `header` on the state after `parent` (which must be the
+/// stored head): system calls, transactions, withdrawals, rewards, requests. A block builder
+/// passes `skip_invalid` to leave out transactions that cannot be included (bad nonce, no funds,
+/// no room) instead of failing.
+pub fn run_block(
+    store: &Store,
+    parent: &Sealed<Header>,
+    header: &Header,
+    ommers: &[Header],
+    withdrawals: Option<&[alloy::eips::eip4895::Withdrawal]>,
+    txs: &[(&TxEnvelope, Address)],
+    skip_invalid: bool,
+) -> Result<BlockRun, BlockError> {
+    let spec = store.spec().clone();
+    let number = header.number;
+    let state = State::builder()
+        .with_database_ref(store.state_after(parent.number)?)
+        .with_bundle_update()
+        .build();
+    let evm = EthEvmFactory::default().create_evm(state, spec.evm_env(header));
+    let ctx = EthBlockExecutionCtx {
+        parent_hash: parent.hash(),
+        parent_beacon_block_root: header.parent_beacon_block_root,
+        ommers,
+        withdrawals: withdrawals.map(Cow::Borrowed),
+        extra_data: header.extra_data.clone(),
+        tx_count_hint: Some(txs.len()),
+        slot_number: None,
+    };
+    let mut executor = EthBlockExecutor::new(evm, ctx, &*spec, AlloyReceiptBuilder::default());
+    let exec_err = |source| BlockError::Execution { number, source };
+    executor.apply_pre_execution_changes().map_err(exec_err)?;
+    // Before Byzantium a receipt carries the state root after its transaction.
+    let intermediate_roots = !spec.is_byzantium_active_at_block(number);
+    let mut included = Vec::with_capacity(txs.len());
+    for (i, (tx, sender)) in txs.iter().enumerate() {
+        match executor.execute_transaction(Recovered::new_unchecked(*tx, *sender)) {
+            Ok(_) => included.push(i),
+            Err(BlockExecutionError::Validation(_)) if skip_invalid => continue,
+            Err(e) => return Err(exec_err(e)),
+        }
+        if intermediate_roots {
+            let db = executor.evm_mut().db_mut();
+            db.merge_transitions(BundleRetention::PlainState);
+            let root =
+                store.state_root_with(parent.number, &bundle_to_changes(&db.bundle_state))?;
+            if let Some(ReceiptEnvelope::Legacy(r)) = executor.receipts.last_mut() {
+                r.receipt.status = Eip658Value::PostState(root);
+            }
+        }
+    }
+    let (evm, result) = executor.finish().map_err(exec_err)?;
+    let requests_hash = spec
+        .is_prague_active_at_timestamp(header.timestamp)
+        .then(|| result.requests.requests_hash());
+    let mut state = evm.into_db();
+    state.merge_transitions(BundleRetention::PlainState);
+    Ok(BlockRun {
+        receipts: result.receipts,
+        requests_hash,
+        gas_used: result.gas_used,
+        blob_gas_used: result.blob_gas_used,
+        changes: bundle_to_changes(&state.take_bundle()),
+        included,
+    })
+}
+
+pub fn logs_bloom(receipts: &[ReceiptEnvelope]) -> Bloom {
+    receipts.iter().fold(Bloom::ZERO, |acc, r| acc | r.bloom())
+}
+
+fn recover_senders(number: u64, body: &BlockBody<TxEnvelope>) -> Result<Vec<Address>, BlockError> {
+    body.transactions
+        .iter()
+        .enumerate()
+        .map(|(index, tx)| {
+            tx.recover_signer().map_err(|e| BlockError::Sender {
+                number,
+                index,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Checks of a header against its parent that don't need execution.
+pub fn validate_header(
+    spec: &ChainSpec,
+    parent: &Header,
+    header: &Header,
+) -> Result<(), BlockError> {
+    let number = header.number;
+    let invalid = |reason: String| BlockError::InvalidHeader { number, reason };
+    if header.timestamp <= parent.timestamp {
+        return Err(invalid(format!(
+            "timestamp {} not after parent's {}",
+            header.timestamp, parent.timestamp
+        )));
+    }
+    if header.gas_used > header.gas_limit {
+        return Err(invalid(format!(
+            "gasUsed {} above gasLimit {}",
+            header.gas_used, header.gas_limit
+        )));
+    }
+    if header.extra_data.len() > 32 {
+        return Err(invalid(format!(
+            "extraData is {} bytes, at most 32 allowed",
+            header.extra_data.len()
+        )));
+    }
+    // EIP-1559 bounds the change of the gas limit to 1/1024 of the parent's (the first London
+    // block compares with the parent's limit doubled, as its target is half of it).
+    let parent_limit = if spec.is_london_active_at_block(number)
+        && !spec.is_london_active_at_block(parent.number)
+    {
+        parent.gas_limit * 2
+    } else {
+        parent.gas_limit
+    };
+    if header.gas_limit.abs_diff(parent_limit) >= parent_limit / 1024 || header.gas_limit < 5000 {
+        return Err(invalid(format!(
+            "gasLimit {} too far from parent's {}",
+            header.gas_limit, parent.gas_limit
+        )));
+    }
+    let expected_base_fee = spec.next_base_fee(parent);
+    if header.base_fee_per_gas != expected_base_fee {
+        return Err(BlockError::mismatch(
+            number,
+            "baseFeePerGas",
+            header.base_fee_per_gas,
+            expected_base_fee,
+        ));
+    }
+    let expected_excess = spec.next_excess_blob_gas(parent, header.timestamp);
+    if header.excess_blob_gas != expected_excess {
+        return Err(BlockError::mismatch(
+            number,
+            "excessBlobGas",
+            header.excess_blob_gas,
+            expected_excess,
+        ));
+    }
+    if spec.is_post_merge(number) {
+        if !header.difficulty.is_zero() {
+            return Err(invalid(format!(
+                "difficulty {} after the merge",
+                header.difficulty
+            )));
+        }
+        if header.ommers_hash != alloy::consensus::EMPTY_OMMER_ROOT_HASH {
+            return Err(invalid("ommers after the merge".into()));
+        }
+    }
+    let cancun = spec.is_cancun_active_at_timestamp(header.timestamp);
+    if cancun != header.parent_beacon_block_root.is_some() {
+        return Err(invalid(
+            "parentBeaconBlockRoot presence does not match the fork".into(),
+        ));
+    }
+    let prague = spec.is_prague_active_at_timestamp(header.timestamp);
+    if prague != header.requests_hash.is_some() {
+        return Err(invalid(
+            "requestsHash presence does not match the fork".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks of the body against the header's commitments.
+pub fn validate_body(
+    spec: &ChainSpec,
+    header: &Header,
+    body: &BlockBody<TxEnvelope>,
+) -> Result<(), BlockError> {
+    let number = header.number;
+    let tx_root = calculate_transaction_root(&body.transactions);
+    if tx_root != header.transactions_root {
+        return Err(BlockError::mismatch(
+            number,
+            "transactionsRoot",
+            header.transactions_root,
+            tx_root,
+        ));
+    }
+    let ommers_hash = body.calculate_ommers_root();
+    if ommers_hash != header.ommers_hash {
+        return Err(BlockError::mismatch(
+            number,
+            "ommersHash",
+            header.ommers_hash,
+            ommers_hash,
+        ));
+    }
+    let shanghai = spec.is_shanghai_active_at_timestamp(header.timestamp);
+    match (&body.withdrawals, header.withdrawals_root) {
+        (Some(w), Some(expected)) if shanghai => {
+            let got = calculate_withdrawals_root(w);
+            if got != expected {
+                return Err(BlockError::mismatch(
+                    number,
+                    "withdrawalsRoot",
+                    expected,
+                    got,
+                ));
+            }
+        }
+        (None, None) if !shanghai => {}
+        _ => {
+            return Err(BlockError::InvalidHeader {
+                number,
+                reason: "withdrawals presence does not match the fork".into(),
+            })
+        }
+    }
+    Ok(())
+}
+
+/// The receipts root: the trie of the receipts' EIP-2718 encodings.
+pub fn receipts_root(receipts: &[ReceiptEnvelope]) -> B256 {
+    use alloy::eips::Encodable2718;
+    ordered_trie_root_with_encoder(receipts, |r, buf| r.encode_2718(buf))
+}

@@ -1,1 +1,596 @@
-//! store
+//! The embedded database (redb): chain data, current state, and per-block history so that the
+//! state after any stored block can be read.
+//!
+//! Every block is committed in one write transaction (header, body, senders, receipts, tx
+//! index, state and history together), so a crash leaves the database at the last whole block.
+
+pub mod codec;
+mod state;
+pub mod trie;
+mod view;
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    sync::{Arc, RwLock},
+};
+
+use alloy::{
+    consensus::{BlockBody, Header, ReceiptEnvelope, Sealed, TxEnvelope},
+    eips::Encodable2718,
+    genesis::GenesisAccount,
+    primitives::{keccak256, Address, Sealable, B256, U256},
+    rlp::{Decodable, Encodable},
+};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use simnode_api::{ChainHead, ChainSpec, StateChanges};
+
+use codec::{changeset_key, hash_address, hash_slot, history_key, storage_key, StoredAccount};
+pub use state::HistoricalState;
+use trie::{HashedOverlay, OverlayAccount, StateSource, StorageOverlay};
+
+type Bytes<'a> = &'a [u8];
+
+pub(crate) const HEADERS: TableDefinition<u64, Bytes> = TableDefinition::new("headers");
+pub(crate) const CANONICAL: TableDefinition<u64, Bytes> = TableDefinition::new("canonical_hashes");
+pub(crate) const HASH_TO_NUMBER: TableDefinition<Bytes, u64> =
+    TableDefinition::new("hash_to_number");
+pub(crate) const BODIES: TableDefinition<u64, Bytes> = TableDefinition::new("bodies");
+pub(crate) const SENDERS: TableDefinition<u64, Bytes> = TableDefinition::new("senders");
+pub(crate) const RECEIPTS: TableDefinition<u64, Bytes> = TableDefinition::new("receipts");
+/// tx hash -> block number (8 bytes BE) ++ index (4 bytes BE)
+pub(crate) const TX_INDEX: TableDefinition<Bytes, Bytes> = TableDefinition::new("tx_index");
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// hashed address -> StoredAccount
+pub(crate) const ACCOUNTS: TableDefinition<Bytes, Bytes> = TableDefinition::new("accounts");
+/// hashed address ++ hashed slot -> value (32 bytes BE, never zero)
+pub(crate) const STORAGE: TableDefinition<Bytes, Bytes> = TableDefinition::new("storage");
+pub(crate) const CODE: TableDefinition<Bytes, Bytes> = TableDefinition::new("code");
+/// hashed address ++ block -> the account before that block changed it (empty: did not exist)
+pub(crate) const ACCOUNT_HISTORY: TableDefinition<Bytes, Bytes> =
+    TableDefinition::new("account_history");
+/// hashed address ++ hashed slot ++ block -> the value before that block changed it
+pub(crate) const STORAGE_HISTORY: TableDefinition<Bytes, Bytes> =
+    TableDefinition::new("storage_history");
+/// block ++ hashed address: which accounts a block changed (values live in ACCOUNT_HISTORY)
+pub(crate) const ACCOUNT_CHANGESETS: TableDefinition<Bytes, ()> =
+    TableDefinition::new("account_changesets");
+/// block ++ hashed address ++ hashed slot
+pub(crate) const STORAGE_CHANGESETS: TableDefinition<Bytes, ()> =
+    TableDefinition::new("storage_changesets");
+
+const META_HEAD: &str = "head";
+const META_SAFE: &str = "safe";
+const META_FINALIZED: &str = "finalized";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Db(#[from] redb::Error),
+    #[error("cannot create datadir {path}: {source}")]
+    Datadir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the datadir holds another chain (genesis {stored}), not this one (genesis {expected})"
+    )]
+    WrongChain { stored: B256, expected: B256 },
+    #[error("the datadir is empty and chain `{0}` has no genesis allocation to start from")]
+    NoGenesisAlloc(String),
+    #[error("block {number} does not extend the head (head is {head})")]
+    NotNextBlock { number: u64, head: u64 },
+    #[error("block {number}: state root mismatch: header has {expected}, execution gives {got}")]
+    StateRoot {
+        number: u64,
+        expected: B256,
+        got: B256,
+    },
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+macro_rules! db_err {
+    ($($t:ty),*) => {$(impl From<$t> for StoreError { fn from(e: $t) -> Self { Self::Db(e.into()) } })*};
+}
+db_err!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// A block ready to be stored: executed and validated except for the state root, which
+/// [`Store::commit_block`] computes and checks inside the write transaction.
+#[derive(Debug, Clone)]
+pub struct NewBlock {
+    pub header: Sealed<Header>,
+    pub body: BlockBody<TxEnvelope>,
+    pub senders: Vec<Address>,
+    pub receipts: Vec<ReceiptEnvelope>,
+}
+
+pub struct Store {
+    db: Arc<Database>,
+    head: RwLock<ChainHead>,
+    spec: Arc<ChainSpec>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("head", &self.head()).finish()
+    }
+}
+
+impl Store {
+    /// Opens (or creates, writing the genesis block) the chain database in `datadir`.
+    pub fn open(
+        datadir: &Path,
+        spec: Arc<ChainSpec>,
+        alloc: Option<&BTreeMap<Address, GenesisAccount>>,
+    ) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(datadir).map_err(|source| StoreError::Datadir {
+            path: datadir.to_path_buf(),
+            source,
+        })?;
+        let db = Database::create(datadir.join("chain.redb"))?;
+        let store = Self {
+            db: Arc::new(db),
+            head: RwLock::new(ChainHead::default()),
+            spec,
+        };
+        let genesis_hash = store.spec.genesis_header.hash();
+        match store.canonical_hash_raw(0)? {
+            Some(stored) if stored != genesis_hash => {
+                return Err(StoreError::WrongChain {
+                    stored,
+                    expected: genesis_hash,
+                })
+            }
+            Some(_) => {}
+            None => {
+                let alloc =
+                    alloc.ok_or_else(|| StoreError::NoGenesisAlloc(store.spec.name.clone()))?;
+                store.write_genesis(alloc)?;
+            }
+        }
+        store.reload_head()?;
+        Ok(store)
+    }
+
+    pub fn spec(&self) -> &Arc<ChainSpec> {
+        &self.spec
+    }
+
+    pub fn head(&self) -> ChainHead {
+        *self.head.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn reload_head(&self) -> Result<(), StoreError> {
+        let tx = self.db.begin_read()?;
+        let meta = tx.open_table(META)?;
+        let get =
+            |k: &str| -> Result<Option<u64>, StoreError> { Ok(meta.get(k)?.map(|v| v.value())) };
+        let head = ChainHead {
+            latest: get(META_HEAD)?.unwrap_or(0),
+            safe: get(META_SAFE)?,
+            finalized: get(META_FINALIZED)?,
+        };
+        *self.head.write().unwrap_or_else(|e| e.into_inner()) = head;
+        Ok(())
+    }
+
+    fn write_genesis(&self, alloc: &BTreeMap<Address, GenesisAccount>) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let header = &self.spec.genesis_header;
+            write_block_data(
+                &tx,
+                &NewBlock {
+                    header: header.clone(),
+                    body: BlockBody::default(),
+                    senders: vec![],
+                    receipts: vec![],
+                },
+            )?;
+            let mut code = tx.open_table(CODE)?;
+            for account in alloc.values() {
+                if let Some(c) = account.code.as_ref().filter(|c| !c.is_empty()) {
+                    code.insert(keccak256(c).as_slice(), c.as_ref())?;
+                }
+            }
+            drop(code);
+            let overlay = trie::genesis_overlay(alloc);
+            let roots = trie::state_root(
+                &TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?),
+                &overlay,
+            )?;
+            if roots.state_root != header.state_root {
+                return Err(StoreError::StateRoot {
+                    number: 0,
+                    expected: header.state_root,
+                    got: roots.state_root,
+                });
+            }
+            apply_overlay(&tx, 0, &overlay, &roots.storage_roots, false)?;
+            let mut meta = tx.open_table(META)?;
+            meta.insert(META_HEAD, 0)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Stores `block` on top of the head: computes the state root of the head state with
+    /// `changes`, checks it against the header, and writes everything in one transaction.
+    pub fn commit_block(&self, block: &NewBlock, changes: &StateChanges) -> Result<(), StoreError> {
+        let number = block.header.number;
+        let tx = self.db.begin_write()?;
+        {
+            // The head is checked inside the write transaction: writers (import, Engine API,
+            // dev miner) are serialized by redb, so this is the one check that cannot race.
+            let head = tx
+                .open_table(META)?
+                .get(META_HEAD)?
+                .map(|v| v.value())
+                .unwrap_or(0);
+            if number != head + 1 {
+                return Err(StoreError::NotNextBlock { number, head });
+            }
+            let overlay = self.overlay_from_changes(&tx, changes)?;
+            let roots = trie::state_root(
+                &TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?),
+                &overlay,
+            )?;
+            if roots.state_root != block.header.state_root {
+                return Err(StoreError::StateRoot {
+                    number,
+                    expected: block.header.state_root,
+                    got: roots.state_root,
+                });
+            }
+            write_block_data(&tx, block)?;
+            apply_overlay(&tx, number, &overlay, &roots.storage_roots, true)?;
+            let mut meta = tx.open_table(META)?;
+            meta.insert(META_HEAD, number)?;
+        }
+        tx.commit()?;
+        self.head.write().unwrap_or_else(|e| e.into_inner()).latest = number;
+        Ok(())
+    }
+
+    /// Turns address-keyed changes into a hashed overlay and stores new bytecode on the way
+    /// (code is content-addressed, so writing it early is harmless).
+    fn overlay_from_changes(
+        &self,
+        tx: &WriteTransaction,
+        changes: &StateChanges,
+    ) -> Result<HashedOverlay, StoreError> {
+        let mut code = tx.open_table(CODE)?;
+        for change in changes.values() {
+            if let Some(bytecode) = change.info.as_ref().and_then(|i| i.code.as_ref()) {
+                let hash = change
+                    .info
+                    .as_ref()
+                    .map(|i| i.code_hash)
+                    .unwrap_or_default();
+                if !bytecode.is_empty() && code.get(hash.as_slice())?.is_none() {
+                    code.insert(hash.as_slice(), bytecode.original_bytes().as_ref())?;
+                }
+            }
+        }
+        Ok(hashed_overlay(changes))
+    }
+
+    /// The state root of the state after block `base` with `changes` on top.
+    pub fn state_root_with(&self, base: u64, changes: &StateChanges) -> Result<B256, StoreError> {
+        let tx = self.db.begin_read()?;
+        let latest = self.head().latest;
+        let mut overlay = hashed_overlay(changes);
+        if base < latest {
+            let revert = state::revert_overlay(&tx, base)?;
+            overlay = state::stack_overlays(revert, overlay);
+        }
+        Ok(trie::state_root(
+            &TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?),
+            &overlay,
+        )?
+        .state_root)
+    }
+
+    /// Sets the safe and finalized blocks (numbers must be canonical; the caller checks).
+    pub fn set_finality(
+        &self,
+        safe: Option<u64>,
+        finalized: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut meta = tx.open_table(META)?;
+            if let Some(s) = safe {
+                meta.insert(META_SAFE, s)?;
+            }
+            if let Some(f) = finalized {
+                meta.insert(META_FINALIZED, f)?;
+            }
+        }
+        tx.commit()?;
+        let mut head = self.head.write().unwrap_or_else(|e| e.into_inner());
+        if safe.is_some() {
+            head.safe = safe;
+        }
+        if finalized.is_some() {
+            head.finalized = finalized;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn canonical_hash_raw(&self, number: u64) -> Result<Option<B256>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let table = match tx.open_table(CANONICAL) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(table.get(number)?.map(|v| B256::from_slice(v.value())))
+    }
+
+    pub fn number_of(&self, hash: &B256) -> Result<Option<u64>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let table = tx.open_table(HASH_TO_NUMBER)?;
+        Ok(table.get(hash.as_slice())?.map(|v| v.value()))
+    }
+
+    pub fn header_raw(&self, number: u64) -> Result<Option<Sealed<Header>>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let headers = tx.open_table(HEADERS)?;
+        let Some(bytes) = headers.get(number)? else {
+            return Ok(None);
+        };
+        let header = Header::decode(&mut bytes.value())
+            .map_err(|e| StoreError::Corrupt(format!("header {number}: {e}")))?;
+        Ok(Some(header.seal_slow()))
+    }
+
+    /// The header of the current head.
+    pub fn head_header(&self) -> Result<Sealed<Header>, StoreError> {
+        let latest = self.head().latest;
+        self.header_raw(latest)?
+            .ok_or_else(|| StoreError::Corrupt(format!("head header {latest} missing")))
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+}
+
+fn write_block_data(tx: &WriteTransaction, block: &NewBlock) -> Result<(), StoreError> {
+    let number = block.header.number;
+    let hash = block.header.hash();
+    let mut buf = Vec::new();
+    block.header.inner().encode(&mut buf);
+    tx.open_table(HEADERS)?.insert(number, buf.as_slice())?;
+    tx.open_table(CANONICAL)?.insert(number, hash.as_slice())?;
+    tx.open_table(HASH_TO_NUMBER)?
+        .insert(hash.as_slice(), number)?;
+    buf.clear();
+    block.body.encode(&mut buf);
+    tx.open_table(BODIES)?.insert(number, buf.as_slice())?;
+    let senders: Vec<u8> = block.senders.iter().flat_map(|a| a.0 .0).collect();
+    tx.open_table(SENDERS)?.insert(number, senders.as_slice())?;
+    buf.clear();
+    block.receipts.encode(&mut buf);
+    tx.open_table(RECEIPTS)?.insert(number, buf.as_slice())?;
+    let mut index = tx.open_table(TX_INDEX)?;
+    for (i, t) in block.body.transactions.iter().enumerate() {
+        let mut loc = [0u8; 12];
+        loc[..8].copy_from_slice(&number.to_be_bytes());
+        loc[8..].copy_from_slice(&(i as u32).to_be_bytes());
+        index.insert(t.trie_hash().as_slice(), loc.as_slice())?;
+    }
+    Ok(())
+}
+
+/// Writes the overlay into the current-state tables; with `record_history`, first saves the
+/// values it replaces under `block` so the state before the block stays readable.
+fn apply_overlay(
+    tx: &WriteTransaction,
+    block: u64,
+    overlay: &HashedOverlay,
+    storage_roots: &BTreeMap<B256, B256>,
+    record_history: bool,
+) -> Result<(), StoreError> {
+    let mut accounts = tx.open_table(ACCOUNTS)?;
+    let mut storage = tx.open_table(STORAGE)?;
+    let mut account_history = tx.open_table(ACCOUNT_HISTORY)?;
+    let mut storage_history = tx.open_table(STORAGE_HISTORY)?;
+    let mut account_changes = tx.open_table(ACCOUNT_CHANGESETS)?;
+    let mut storage_changes = tx.open_table(STORAGE_CHANGESETS)?;
+
+    for (hashed, slots) in &overlay.storage {
+        let mut prior: BTreeMap<B256, Option<U256>> = BTreeMap::new();
+        if slots.wiped {
+            let start = storage_key(hashed, &B256::ZERO);
+            let end = storage_key(hashed, &B256::repeat_byte(0xff));
+            let mut existing = Vec::new();
+            for entry in storage.range(start.as_slice()..=end.as_slice())? {
+                let (k, v) = entry?;
+                existing.push((
+                    B256::from_slice(&k.value()[32..]),
+                    U256::from_be_slice(v.value()),
+                ));
+            }
+            for (slot, value) in existing {
+                storage.remove(storage_key(hashed, &slot).as_slice())?;
+                prior.insert(slot, Some(value));
+            }
+        }
+        for (slot, value) in &slots.slots {
+            let key = storage_key(hashed, slot);
+            let old = storage
+                .get(key.as_slice())?
+                .map(|v| U256::from_be_slice(v.value()));
+            prior.entry(*slot).or_insert(old);
+            if value.is_zero() {
+                storage.remove(key.as_slice())?;
+            } else {
+                storage.insert(key.as_slice(), codec::u256_bytes(value).as_slice())?;
+            }
+        }
+        if record_history {
+            for (slot, old) in prior {
+                let key = storage_key(hashed, &slot);
+                let new = storage
+                    .get(key.as_slice())?
+                    .map(|v| U256::from_be_slice(v.value()));
+                if new == old {
+                    continue;
+                }
+                let hk: [u8; 72] = history_key(&key, block);
+                storage_history.insert(
+                    hk.as_slice(),
+                    codec::u256_bytes(&old.unwrap_or_default()).as_slice(),
+                )?;
+                let ck: [u8; 72] = changeset_key(block, &key);
+                storage_changes.insert(ck.as_slice(), ())?;
+            }
+        }
+    }
+
+    let mut touched: Vec<B256> = overlay.accounts.keys().copied().collect();
+    touched.extend(
+        overlay
+            .storage
+            .keys()
+            .filter(|k| !overlay.accounts.contains_key(*k)),
+    );
+    for hashed in touched {
+        let old = accounts
+            .get(hashed.as_slice())?
+            .and_then(|v| StoredAccount::decode(v.value()));
+        let new = match overlay.accounts.get(&hashed) {
+            Some(None) => None,
+            Some(Some(a)) => Some(StoredAccount {
+                nonce: a.nonce,
+                balance: a.balance,
+                code_hash: a.code_hash,
+                storage_root: storage_roots
+                    .get(&hashed)
+                    .copied()
+                    .or(a.storage_root)
+                    .unwrap_or(trie_empty()),
+            }),
+            None => old.map(|mut acc| {
+                if let Some(root) = storage_roots.get(&hashed) {
+                    acc.storage_root = *root;
+                }
+                acc
+            }),
+        };
+        if new == old {
+            continue;
+        }
+        match new {
+            Some(acc) => accounts.insert(hashed.as_slice(), acc.encode().as_slice())?,
+            None => accounts.remove(hashed.as_slice())?,
+        };
+        if record_history {
+            let hk: [u8; 40] = history_key(hashed.as_slice(), block);
+            let prev = old.map(|a| a.encode().to_vec()).unwrap_or_default();
+            account_history.insert(hk.as_slice(), prev.as_slice())?;
+            let ck: [u8; 40] = changeset_key(block, hashed.as_slice());
+            account_changes.insert(ck.as_slice(), ())?;
+        }
+    }
+    Ok(())
+}
+
+fn trie_empty() -> B256 {
+    alloy_trie::EMPTY_ROOT_HASH
+}
+
+/// Address-keyed changes (what execution and modules produce) as a hashed overlay.
+pub fn hashed_overlay(changes: &StateChanges) -> HashedOverlay {
+    let mut overlay = HashedOverlay::default();
+    for (address, change) in changes {
+        let hashed = hash_address(address);
+        overlay.accounts.insert(
+            hashed,
+            change.info.as_ref().map(|i| OverlayAccount {
+                nonce: i.nonce,
+                balance: i.balance,
+                code_hash: i.code_hash,
+                storage_root: None,
+            }),
+        );
+        if change.wipe_storage || !change.storage.is_empty() {
+            let slots = change
+                .storage
+                .iter()
+                .map(|(k, v)| (hash_slot(k), *v))
+                .collect();
+            overlay.storage.insert(
+                hashed,
+                StorageOverlay {
+                    wiped: change.wipe_storage,
+                    slots,
+                },
+            );
+        }
+    }
+    overlay
+}
+
+/// A [`StateSource`] over the current-state tables of any transaction.
+pub(crate) struct TableSource<A, S> {
+    accounts: A,
+    storage: S,
+}
+
+impl<A, S> TableSource<A, S> {
+    pub(crate) fn from_tables(accounts: A, storage: S) -> Self {
+        Self { accounts, storage }
+    }
+}
+
+impl<A, S> StateSource for TableSource<A, S>
+where
+    A: ReadableTable<Bytes<'static>, Bytes<'static>>,
+    S: ReadableTable<Bytes<'static>, Bytes<'static>>,
+{
+    type Error = StoreError;
+
+    fn account(&self, hashed: &B256) -> Result<Option<StoredAccount>, StoreError> {
+        Ok(self
+            .accounts
+            .get(hashed.as_slice())?
+            .and_then(|v| StoredAccount::decode(v.value())))
+    }
+
+    fn for_each_account(&self, f: &mut dyn FnMut(B256, StoredAccount)) -> Result<(), StoreError> {
+        for entry in self.accounts.iter()? {
+            let (k, v) = entry?;
+            let acc = StoredAccount::decode(v.value())
+                .ok_or_else(|| StoreError::Corrupt("account entry".into()))?;
+            f(B256::from_slice(k.value()), acc);
+        }
+        Ok(())
+    }
+
+    fn for_each_slot(
+        &self,
+        hashed: &B256,
+        f: &mut dyn FnMut(B256, U256),
+    ) -> Result<(), StoreError> {
+        let start = storage_key(hashed, &B256::ZERO);
+        let end = storage_key(hashed, &B256::repeat_byte(0xff));
+        for entry in self.storage.range(start.as_slice()..=end.as_slice())? {
+            let (k, v) = entry?;
+            f(
+                B256::from_slice(&k.value()[32..]),
+                U256::from_be_slice(v.value()),
+            );
+        }
+        Ok(())
+    }
+}

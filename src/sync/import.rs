@@ -1,1 +1,102 @@
-pub fn run(_a: crate::cli::ImportArgs) -> anyhow::Result<()> { anyhow::bail!("todo") }
+//! `simnode import`: blocks from geth-exported RLP files (concatenated RLP blocks), executed,
+//! validated and stored one by one. Blocks already stored are skipped, so an interrupted
+//! import is finished by running it again.
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    consensus::{Block, TxEnvelope},
+    primitives::Sealable,
+    rlp::Decodable,
+};
+use anyhow::{bail, Context};
+
+use crate::{cli::ImportArgs, exec, node::open_store, store::Store};
+
+pub fn run(args: ImportArgs) -> anyhow::Result<()> {
+    let (store, _chain) = open_store(&args.chain)?;
+    for file in &args.files {
+        let stats = import_file(&store, file)?;
+        println!(
+            "{}: {} blocks imported, {} already stored, head #{} ({:.1} Mgas/s)",
+            file.display(),
+            stats.imported,
+            stats.skipped,
+            store.head().latest,
+            stats.mgas_per_sec()
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ImportStats {
+    pub imported: u64,
+    pub skipped: u64,
+    pub gas: u64,
+    pub elapsed: Duration,
+}
+
+impl ImportStats {
+    pub fn mgas_per_sec(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs == 0.0 {
+            0.0
+        } else {
+            self.gas as f64 / 1e6 / secs
+        }
+    }
+}
+
+pub fn import_file(store: &Store, path: &Path) -> anyhow::Result<ImportStats> {
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    import_bytes(store, &data).with_context(|| format!("importing {}", path.display()))
+}
+
+pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
+    let mut stats = ImportStats::default();
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let mut rest = data;
+    let mut index = 0u64;
+    while !rest.is_empty() {
+        let offset = data.len() - rest.len();
+        let block = Block::<TxEnvelope>::decode(&mut rest).map_err(|e| {
+            anyhow::anyhow!(
+                "block #{index} of the file (byte offset {offset}) is corrupt or truncated: {e}"
+            )
+        })?;
+        index += 1;
+        let (header, body) = (block.header.seal_slow(), block.body);
+        let number = header.number;
+        let head = store.head().latest;
+        if number <= head {
+            let stored = store.canonical_hash_raw(number)?;
+            if stored != Some(header.hash()) {
+                bail!(
+                    "block {number} ({}) conflicts with the stored block {:?}",
+                    header.hash(),
+                    stored
+                );
+            }
+            stats.skipped += 1;
+            continue;
+        }
+        stats.gas += exec::import_block(store, header, body)?;
+        stats.imported += 1;
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            last_report = Instant::now();
+            stats.elapsed = started.elapsed();
+            eprintln!(
+                "import: block #{number}, {} imported, {:.1} Mgas/s",
+                stats.imported,
+                stats.mgas_per_sec()
+            );
+        }
+    }
+    stats.elapsed = started.elapsed();
+    Ok(stats)
+}

@@ -18,7 +18,7 @@ pub use chain_spec::ChainSpec;
 pub use error::{RpcError, RpcResult};
 pub use limits::RpcLimits;
 pub use pool::TxPool;
-pub use state::{AccountChange, StateChanges, StateError, StateRef};
+pub use state::{AccountChange, StateChanges, StateError, StateReader, StateRef};
 pub use view::{ChainHead, ChainView, StoredBlock, TxLocation};
 
 use std::sync::Arc;
@@ -34,7 +34,9 @@ pub struct ModuleContext {
 
 impl std::fmt::Debug for ModuleContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModuleContext").field("chain_id", &self.spec.chain_id).finish()
+        f.debug_struct("ModuleContext")
+            .field("chain_id", &self.spec.chain_id)
+            .finish()
     }
 }
 

@@ -12,8 +12,13 @@ pub struct StateError(pub String);
 
 impl DBErrorMarker for StateError {}
 
+/// A revm database over stored state. `Debug` because alloy-evm's EVM requires it of its database.
+pub trait StateReader: DatabaseRef<Error = StateError> + std::fmt::Debug + Send + Sync {}
+
+impl<T: DatabaseRef<Error = StateError> + std::fmt::Debug + Send + Sync> StateReader for T {}
+
 /// State after one stored block. Reads are consistent: they come from one database snapshot.
-pub type StateRef = Box<dyn DatabaseRef<Error = StateError> + Send + Sync>;
+pub type StateRef = Box<dyn StateReader>;
 
 /// How one account differs from the base state.
 #[derive(Debug, Clone, Default)]

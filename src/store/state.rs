@@ -1,0 +1,227 @@
+//! Reading the state after any stored block: the current tables, corrected by the history of
+//! blocks after it. A value's history entry at block B holds what it was before B, so the value
+//! after block N is the first history entry with B > N, or the current value if none.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::{Address, B256, U256};
+use redb::{ReadOnlyTable, ReadTransaction};
+use revm::{bytecode::Bytecode, state::AccountInfo, DatabaseRef};
+use simnode_api::StateError;
+
+use super::{
+    codec::{hash_address, hash_slot, history_key, storage_key, StoredAccount},
+    trie::{HashedOverlay, OverlayAccount},
+    StoreError, ACCOUNTS, ACCOUNT_CHANGESETS, ACCOUNT_HISTORY, CANONICAL, CODE, STORAGE,
+    STORAGE_CHANGESETS, STORAGE_HISTORY,
+};
+
+type Table = ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// The state after block `number`, read from one database snapshot.
+pub struct HistoricalState {
+    number: u64,
+    /// Whether blocks after `number` exist in the snapshot (else history can be skipped).
+    historical: bool,
+    accounts: Table,
+    storage: Table,
+    code: Table,
+    account_history: Table,
+    storage_history: Table,
+    canonical: ReadOnlyTable<u64, &'static [u8]>,
+}
+
+impl std::fmt::Debug for HistoricalState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoricalState")
+            .field("number", &self.number)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HistoricalState {
+    pub(crate) fn new(tx: &ReadTransaction, number: u64, latest: u64) -> Result<Self, StoreError> {
+        Ok(Self {
+            number,
+            historical: number < latest,
+            accounts: tx.open_table(ACCOUNTS)?,
+            storage: tx.open_table(STORAGE)?,
+            code: tx.open_table(CODE)?,
+            account_history: tx.open_table(ACCOUNT_HISTORY)?,
+            storage_history: tx.open_table(STORAGE_HISTORY)?,
+            canonical: tx.open_table(CANONICAL)?,
+        })
+    }
+
+    pub fn account(&self, address: &Address) -> Result<Option<StoredAccount>, StoreError> {
+        let hashed = hash_address(address);
+        if self.historical {
+            let from: [u8; 40] = history_key(hashed.as_slice(), self.number + 1);
+            let to: [u8; 40] = history_key(hashed.as_slice(), u64::MAX);
+            if let Some(entry) = self
+                .account_history
+                .range(from.as_slice()..=to.as_slice())?
+                .next()
+            {
+                let (_, v) = entry?;
+                return Ok(StoredAccount::decode(v.value()));
+            }
+        }
+        Ok(self
+            .accounts
+            .get(hashed.as_slice())?
+            .and_then(|v| StoredAccount::decode(v.value())))
+    }
+
+    pub fn storage_value(&self, address: &Address, slot: &U256) -> Result<U256, StoreError> {
+        let key = storage_key(&hash_address(address), &hash_slot(slot));
+        if self.historical {
+            let from: [u8; 72] = history_key(&key, self.number + 1);
+            let to: [u8; 72] = history_key(&key, u64::MAX);
+            if let Some(entry) = self
+                .storage_history
+                .range(from.as_slice()..=to.as_slice())?
+                .next()
+            {
+                let (_, v) = entry?;
+                return Ok(U256::from_be_slice(v.value()));
+            }
+        }
+        Ok(self
+            .storage
+            .get(key.as_slice())?
+            .map_or(U256::ZERO, |v| U256::from_be_slice(v.value())))
+    }
+}
+
+fn state_err(e: impl std::fmt::Display) -> StateError {
+    StateError(e.to_string())
+}
+
+impl DatabaseRef for HistoricalState {
+    type Error = StateError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
+        Ok(self.account(&address).map_err(state_err)?.map(|a| a.info()))
+    }
+
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
+        match self.code.get(code_hash.as_slice()).map_err(state_err)? {
+            Some(v) => {
+                let raw = alloy::primitives::Bytes::copy_from_slice(v.value());
+                // Stored code came out of execution, so it decodes; a damaged entry is served as
+                // plain legacy code rather than taking the node down.
+                Ok(Bytecode::new_raw_checked(raw.clone())
+                    .unwrap_or_else(|_| Bytecode::new_legacy(raw)))
+            }
+            None => Ok(Bytecode::default()),
+        }
+    }
+
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
+        self.storage_value(&address, &index).map_err(state_err)
+    }
+
+    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
+        // BLOCKHASH only reaches 256 blocks back from the executing block, which revm enforces;
+        // here we only refuse to look past the state's own block.
+        if number > self.number {
+            return Ok(B256::ZERO);
+        }
+        Ok(self
+            .canonical
+            .get(number)
+            .map_err(state_err)?
+            .map_or(B256::ZERO, |v| B256::from_slice(v.value())))
+    }
+}
+
+/// What it takes to turn the current state back into the state after block `base`: for every
+/// account and slot changed after `base`, its value at `base`.
+pub(crate) fn revert_overlay(tx: &ReadTransaction, base: u64) -> Result<HashedOverlay, StoreError> {
+    let mut overlay = HashedOverlay::default();
+    let account_changes = tx.open_table(ACCOUNT_CHANGESETS)?;
+    let account_history = tx.open_table(ACCOUNT_HISTORY)?;
+    let from = (base + 1).to_be_bytes();
+    for entry in account_changes.range(from.as_slice()..)? {
+        let (k, _) = entry?;
+        let k = k.value();
+        let block = u64::from_be_bytes(
+            k[..8]
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("changeset key".into()))?,
+        );
+        let hashed = B256::from_slice(&k[8..40]);
+        if overlay.accounts.contains_key(&hashed) {
+            continue;
+        }
+        let hk: [u8; 40] = history_key(hashed.as_slice(), block);
+        let prev = account_history
+            .get(hk.as_slice())?
+            .and_then(|v| StoredAccount::decode(v.value()));
+        overlay.accounts.insert(
+            hashed,
+            prev.map(|a| OverlayAccount {
+                nonce: a.nonce,
+                balance: a.balance,
+                code_hash: a.code_hash,
+                storage_root: Some(a.storage_root),
+            }),
+        );
+    }
+    let storage_changes = tx.open_table(STORAGE_CHANGESETS)?;
+    let storage_history = tx.open_table(STORAGE_HISTORY)?;
+    let mut seen: BTreeMap<(B256, B256), ()> = BTreeMap::new();
+    for entry in storage_changes.range(from.as_slice()..)? {
+        let (k, _) = entry?;
+        let k = k.value();
+        let block = u64::from_be_bytes(
+            k[..8]
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("changeset key".into()))?,
+        );
+        let hashed = B256::from_slice(&k[8..40]);
+        let slot = B256::from_slice(&k[40..72]);
+        if seen.insert((hashed, slot), ()).is_some() {
+            continue;
+        }
+        let hk: [u8; 72] = history_key(&k[8..72], block);
+        let prev = storage_history
+            .get(hk.as_slice())?
+            .map_or(U256::ZERO, |v| U256::from_be_slice(v.value()));
+        overlay
+            .storage
+            .entry(hashed)
+            .or_default()
+            .slots
+            .insert(slot, prev);
+    }
+    Ok(overlay)
+}
+
+/// `upper` applied on top of `lower`.
+pub(crate) fn stack_overlays(mut lower: HashedOverlay, upper: HashedOverlay) -> HashedOverlay {
+    for (hashed, account) in upper.accounts {
+        let account = match (account, lower.accounts.get(&hashed)) {
+            (Some(mut a), Some(Some(below))) if a.storage_root.is_none() => {
+                a.storage_root = below.storage_root;
+                Some(a)
+            }
+            (a, _) => a,
+        };
+        lower.accounts.insert(hashed, account);
+    }
+    for (hashed, storage) in upper.storage {
+        if storage.wiped {
+            lower.storage.insert(hashed, storage);
+        } else {
+            lower
+                .storage
+                .entry(hashed)
+                .or_default()
+                .slots
+                .extend(storage.slots);
+        }
+    }
+    lower
+}

@@ -1,0 +1,131 @@
+//! The store as the modules see it: `simnode_api::ChainView`.
+
+use std::sync::Arc;
+
+use alloy::{
+    consensus::{BlockBody, Header, ReceiptEnvelope, Sealed, TxEnvelope},
+    primitives::{Address, B256},
+    rlp::Decodable,
+};
+use redb::ReadableDatabase;
+use simnode_api::{
+    ChainHead, ChainView, RpcError, RpcResult, StateChanges, StateRef, StoredBlock, TxLocation,
+};
+
+use super::{HistoricalState, Store, StoreError, BODIES, CANONICAL, RECEIPTS, SENDERS, TX_INDEX};
+
+impl From<StoreError> for RpcError {
+    fn from(e: StoreError) -> Self {
+        RpcError::Internal(e.to_string())
+    }
+}
+
+impl Store {
+    pub fn block(&self, number: u64) -> Result<Option<StoredBlock>, StoreError> {
+        let Some(header) = self.header_raw(number)? else {
+            return Ok(None);
+        };
+        let tx = self.db().begin_read()?;
+        let bodies = tx.open_table(BODIES)?;
+        let Some(raw) = bodies.get(number)? else {
+            return Ok(None);
+        };
+        let body = BlockBody::<TxEnvelope>::decode(&mut raw.value())
+            .map_err(|e| StoreError::Corrupt(format!("body {number}: {e}")))?;
+        let senders_table = tx.open_table(SENDERS)?;
+        let senders = senders_table
+            .get(number)?
+            .map(|v| {
+                v.value()
+                    .chunks_exact(20)
+                    .map(Address::from_slice)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Some(StoredBlock {
+            header,
+            body,
+            senders,
+        }))
+    }
+
+    pub fn receipts(&self, number: u64) -> Result<Option<Vec<ReceiptEnvelope>>, StoreError> {
+        let tx = self.db().begin_read()?;
+        let table = tx.open_table(RECEIPTS)?;
+        let Some(raw) = table.get(number)? else {
+            return Ok(None);
+        };
+        let receipts = Vec::<ReceiptEnvelope>::decode(&mut raw.value())
+            .map_err(|e| StoreError::Corrupt(format!("receipts {number}: {e}")))?;
+        Ok(Some(receipts))
+    }
+
+    pub fn state_after(&self, number: u64) -> Result<HistoricalState, StoreError> {
+        let tx = self.db().begin_read()?;
+        // The head is read after the snapshot: a block committed in between is then counted
+        // as history, which only costs a lookup.
+        HistoricalState::new(&tx, number, self.head().latest.max(number))
+    }
+}
+
+impl ChainView for Store {
+    fn head(&self) -> ChainHead {
+        Store::head(self)
+    }
+
+    fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
+        let tx = self.db().begin_read().map_err(StoreError::from)?;
+        let table = tx.open_table(CANONICAL).map_err(StoreError::from)?;
+        let hash = table
+            .get(number)
+            .map_err(StoreError::from)?
+            .map(|v| B256::from_slice(v.value()));
+        Ok(hash)
+    }
+
+    fn block_number(&self, hash: &B256) -> RpcResult<Option<u64>> {
+        Ok(self.number_of(hash)?)
+    }
+
+    fn header(&self, number: u64) -> RpcResult<Option<Arc<Sealed<Header>>>> {
+        Ok(self.header_raw(number)?.map(Arc::new))
+    }
+
+    fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>> {
+        Ok(Store::block(self, number)?.map(Arc::new))
+    }
+
+    fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {
+        Ok(Store::receipts(self, number)?.map(Arc::new))
+    }
+
+    fn transaction_location(&self, hash: &B256) -> RpcResult<Option<TxLocation>> {
+        let tx = self.db().begin_read().map_err(StoreError::from)?;
+        let table = tx.open_table(TX_INDEX).map_err(StoreError::from)?;
+        let Some(v) = table.get(hash.as_slice()).map_err(StoreError::from)? else {
+            return Ok(None);
+        };
+        let v = v.value();
+        if v.len() != 12 {
+            return Err(StoreError::Corrupt("tx index entry".into()).into());
+        }
+        let block_number = u64::from_be_bytes(v[..8].try_into().unwrap_or_default());
+        let index = u32::from_be_bytes(v[8..].try_into().unwrap_or_default()) as u64;
+        let Some(block_hash) = self.canonical_hash(block_number)? else {
+            return Ok(None);
+        };
+        Ok(Some(TxLocation {
+            block_number,
+            block_hash,
+            index,
+        }))
+    }
+
+    fn state_at(&self, number: u64) -> RpcResult<StateRef> {
+        Ok(Box::new(self.state_after(number)?))
+    }
+
+    fn state_root_with(&self, base: u64, changes: &StateChanges) -> RpcResult<B256> {
+        Ok(Store::state_root_with(self, base, changes)?)
+    }
+}
