@@ -364,6 +364,14 @@ pub fn asm(src: &str) -> Vec<u8> {
             code.extend(bytes);
             continue;
         }
+        if let Some(n) = tok.strip_prefix("DUP").and_then(|n| n.parse::<u8>().ok()) {
+            code.push(0x7f + n);
+            continue;
+        }
+        if let Some(n) = tok.strip_prefix("SWAP").and_then(|n| n.parse::<u8>().ok()) {
+            code.push(0x8f + n);
+            continue;
+        }
         code.push(
             *ops.get(tok)
                 .unwrap_or_else(|| panic!("unknown mnemonic {tok}")),
@@ -433,11 +441,6 @@ const OPS: &[(&str, u8)] = &[
     ("JUMPI", 0x57),
     ("GAS", 0x5a),
     ("JUMPDEST", 0x5b),
-    ("DUP1", 0x80),
-    ("DUP2", 0x81),
-    ("DUP3", 0x82),
-    ("SWAP1", 0x90),
-    ("SWAP2", 0x91),
     ("LOG0", 0xa0),
     ("LOG1", 0xa1),
     ("CREATE", 0xf0),
