@@ -86,7 +86,12 @@ fn methods() -> jsonrpsee::Methods {
         spec: Arc::new(chain.spec.clone()),
         chain: store,
         pool: Arc::new(NoPool),
-        limits: Arc::new(RpcLimits::default()),
+        // Debug builds run the 50M-gas loop of `oog-default-gas` in seconds; the deadline is
+        // not what these fixtures check.
+        limits: Arc::new(RpcLimits {
+            evm_timeout: std::time::Duration::from_secs(60),
+            ..RpcLimits::default()
+        }),
     };
     simnode_trace::rpc_module(ctx)
 }
