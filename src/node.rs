@@ -1,16 +1,27 @@
 //! Node start-up: wires chain spec, store, sync and the RPC server together.
 
-use std::{path::PathBuf, sync::Arc};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use simnode_api::{ModuleContext, RpcLimits};
 
 use anyhow::Context;
 
 use crate::{
     chain::{self, NodeChain},
     cli::{ChainArgs, NodeArgs},
+    pool::Pool,
+    rpc::{self, RpcConfig},
     store::Store,
+    sync::{
+        dev,
+        engine::{self, EngineApi},
+        jwt::JwtSecret,
+    },
 };
 
-pub fn init_logging(_format: &str) {}
+pub fn init_logging(format: &str) {
+    crate::rpc::logging::init_logging(format);
+}
 
 /// The datadir for `args`: the given one, or a per-chain folder.
 pub fn datadir(args: &ChainArgs) -> PathBuf {
@@ -38,6 +49,103 @@ pub fn open_store(args: &ChainArgs) -> anyhow::Result<(Arc<Store>, NodeChain)> {
     Ok((Arc::new(store), chain))
 }
 
-pub fn run(_args: NodeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("node: not built yet")
+pub fn run(mut args: NodeArgs) -> anyhow::Result<()> {
+    // `--dev` without a datadir runs on a fresh temporary chain, like anvil.
+    let temp_dir = if args.dev && args.chain.datadir.is_none() {
+        let dir = std::env::temp_dir().join(format!("simnode-dev-{}", std::process::id()));
+        args.chain.datadir = Some(dir.clone());
+        Some(dir)
+    } else {
+        None
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(serve(args));
+    if let Some(dir) = temp_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result
+}
+
+async fn serve(args: NodeArgs) -> anyhow::Result<()> {
+    let (store, chain) = open_store(&args.chain)?;
+    let dir = datadir(&args.chain);
+    let spec = Arc::new(chain.spec.clone());
+    let pool = Arc::new(Pool::default());
+    let limits = RpcLimits {
+        gas_cap: args.rpc.gas_cap,
+        max_simulate_blocks: args.rpc.max_simulate_blocks,
+        ..RpcLimits::default()
+    };
+    let ctx = ModuleContext {
+        spec: spec.clone(),
+        chain: store.clone(),
+        pool: pool.clone(),
+        limits: Arc::new(limits),
+    };
+    let methods = rpc::modules::all_modules(&ctx)?;
+
+    let new_key = if args.dev {
+        rpc::keys::ensure_dev_key(&dir)?
+    } else {
+        None
+    };
+    let config = RpcConfig::from_args(&args.rpc, Some(&dir), &spec.name, args.metrics);
+    let server = rpc::start(config, methods).await?;
+    rpc::metrics::set_head_block(store.head().latest);
+
+    let secret_path = args
+        .authrpc_jwtsecret
+        .clone()
+        .unwrap_or_else(|| dir.join("jwt.hex"));
+    let secret = JwtSecret::load_or_create(&secret_path)?;
+    let engine_addr = SocketAddr::new(args.authrpc_addr, args.authrpc_port);
+    let (engine, engine_local) = engine::start(
+        engine_addr,
+        secret,
+        EngineApi::new(store.clone(), pool.clone()),
+    )
+    .await?;
+
+    let miner = args.dev.then(|| {
+        let block_time = args.dev_block_time.map(Duration::from_secs);
+        tokio::spawn(dev::run_miner(store.clone(), pool.clone(), block_time))
+    });
+
+    println!(
+        "simnode {} on chain {} (id {}), head #{}",
+        env!("CARGO_PKG_VERSION"),
+        spec.name,
+        spec.chain_id,
+        store.head().latest
+    );
+    println!("datadir: {}", dir.display());
+    match &new_key {
+        Some(key) => {
+            println!("API key: {key}");
+            println!("HTTP: {}", server.http_url(key));
+            println!("WS:   {}", server.ws_url(key));
+        }
+        None => {
+            println!("HTTP: {}", server.http_url("<API_KEY>"));
+            println!("WS:   {}", server.ws_url("<API_KEY>"));
+        }
+    }
+    println!(
+        "Engine API: http://{engine_local} (JWT secret {})",
+        secret_path.display()
+    );
+
+    rpc::shutdown_signal().await;
+    tracing::info!(target: "simnode", "shutting down");
+    if let Some(miner) = miner {
+        miner.abort();
+    }
+    server.stop();
+    let _ = engine.stop();
+    server.stopped().await;
+    engine.stopped().await;
+    drop(store);
+    Ok(())
 }

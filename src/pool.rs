@@ -1,0 +1,177 @@
+//! The transaction pool: transactions accepted by `eth_sendRawTransaction` wait here until a
+//! block includes them (the dev miner builds from it; a synced node drops them when an
+//! imported block carries them).
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Mutex,
+};
+
+use alloy::{
+    consensus::{transaction::Recovered, Transaction, TxEnvelope},
+    primitives::{Address, B256},
+};
+use simnode_api::{RpcError, RpcResult, TxPool};
+use tokio::sync::Notify;
+
+/// Most transactions kept at once; beyond it new ones are refused rather than memory growing.
+const MAX_POOL_SIZE: usize = 10_000;
+/// A replacement must pay at least this much more (percent), as geth requires.
+const PRICE_BUMP_PERCENT: u128 = 10;
+
+#[derive(Default)]
+struct Inner {
+    by_hash: HashMap<B256, Recovered<TxEnvelope>>,
+    /// sender -> nonce -> hash
+    by_sender: HashMap<Address, BTreeMap<u64, B256>>,
+    /// Arrival order, for fair block building across senders.
+    arrival: BTreeMap<u64, B256>,
+    seq: u64,
+    seq_of: HashMap<B256, u64>,
+}
+
+#[derive(Default)]
+pub struct Pool {
+    inner: Mutex<Inner>,
+    /// Woken on every insert: the dev miner waits on it.
+    pub added: Notify,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("len", &self.len()).finish()
+    }
+}
+
+impl Pool {
+    pub fn len(&self) -> usize {
+        self.lock().by_hash.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops transactions a new block made obsolete: those it included and, per sender, those
+    /// whose nonce is now below the account's nonce.
+    pub fn on_block(&self, included: &[B256], nonce_of: impl Fn(&Address) -> Option<u64>) {
+        let mut inner = self.lock();
+        for hash in included {
+            inner.remove(hash);
+        }
+        let senders: Vec<Address> = inner.by_sender.keys().copied().collect();
+        for sender in senders {
+            let Some(nonce) = nonce_of(&sender) else {
+                continue;
+            };
+            let stale: Vec<B256> = inner
+                .by_sender
+                .get(&sender)
+                .map(|m| m.range(..nonce).map(|(_, h)| *h).collect())
+                .unwrap_or_default();
+            for hash in stale {
+                inner.remove(&hash);
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn remove(&mut self, hash: &B256) {
+        let Some(tx) = self.by_hash.remove(hash) else {
+            return;
+        };
+        if let Some(m) = self.by_sender.get_mut(&tx.signer()) {
+            m.remove(&tx.nonce());
+            if m.is_empty() {
+                self.by_sender.remove(&tx.signer());
+            }
+        }
+        if let Some(seq) = self.seq_of.remove(hash) {
+            self.arrival.remove(&seq);
+        }
+    }
+}
+
+impl TxPool for Pool {
+    fn insert(&self, tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
+        let hash = *tx.tx_hash();
+        {
+            let mut inner = self.lock();
+            if inner.by_hash.contains_key(&hash) {
+                return Err(RpcError::Server("already known".into()));
+            }
+            let sender = tx.signer();
+            let nonce = tx.nonce();
+            let existing = inner
+                .by_sender
+                .get(&sender)
+                .and_then(|m| m.get(&nonce))
+                .copied();
+            if let Some(old_hash) = existing {
+                let old = &inner.by_hash[&old_hash];
+                let min_fee = old.max_fee_per_gas() * (100 + PRICE_BUMP_PERCENT) / 100;
+                let min_tip = old.max_priority_fee_per_gas().unwrap_or_default()
+                    * (100 + PRICE_BUMP_PERCENT)
+                    / 100;
+                if tx.max_fee_per_gas() < min_fee
+                    || tx.max_priority_fee_per_gas().unwrap_or_default() < min_tip
+                {
+                    return Err(RpcError::Server(
+                        "replacement transaction underpriced".into(),
+                    ));
+                }
+                inner.remove(&old_hash);
+            } else if inner.by_hash.len() >= MAX_POOL_SIZE {
+                return Err(RpcError::Server("txpool is full".into()));
+            }
+            inner.seq += 1;
+            let seq = inner.seq;
+            inner.arrival.insert(seq, hash);
+            inner.seq_of.insert(hash, seq);
+            inner
+                .by_sender
+                .entry(sender)
+                .or_default()
+                .insert(nonce, hash);
+            inner.by_hash.insert(hash, tx);
+        }
+        self.added.notify_one();
+        Ok(hash)
+    }
+
+    /// Per sender in nonce order; senders in the order their first transaction arrived.
+    fn pending(&self) -> Vec<Recovered<TxEnvelope>> {
+        let inner = self.lock();
+        let mut out = Vec::with_capacity(inner.by_hash.len());
+        let mut seen = std::collections::HashSet::new();
+        for hash in inner.arrival.values() {
+            let sender = inner.by_hash[hash].signer();
+            if seen.insert(sender) {
+                for h in inner.by_sender[&sender].values() {
+                    out.push(inner.by_hash[h].clone());
+                }
+            }
+        }
+        out
+    }
+
+    fn get(&self, hash: &B256) -> Option<Recovered<TxEnvelope>> {
+        self.lock().by_hash.get(hash).cloned()
+    }
+
+    fn pending_nonce(&self, sender: &Address) -> Option<u64> {
+        let inner = self.lock();
+        let nonces = inner.by_sender.get(sender)?;
+        // The next nonce after the gapless run starting at the lowest pending one.
+        let mut next = *nonces.keys().next()?;
+        while nonces.contains_key(&next) {
+            next += 1;
+        }
+        Some(next)
+    }
+}

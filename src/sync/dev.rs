@@ -1,0 +1,173 @@
+//! The dev miner: builds blocks from the transaction pool and stores them through the same
+//! execution and store path as imported blocks. It mines as soon as a transaction arrives, or
+//! on a fixed interval with `--dev.block-time`.
+
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use alloy::{
+    consensus::{
+        constants::EMPTY_WITHDRAWALS, proofs::calculate_transaction_root, transaction::Recovered,
+        BlockBody, Header, Transaction, TxEnvelope, EMPTY_OMMER_ROOT_HASH,
+    },
+    eips::eip4844::DATA_GAS_PER_BLOB,
+    primitives::{keccak256, Address, Sealable, B256},
+};
+use alloy_hardforks::EthereumHardforks;
+use simnode_api::TxPool;
+
+use crate::{
+    exec::{self, BlockError},
+    pool::Pool,
+    store::{NewBlock, Store},
+};
+
+/// The header fields of the next block that are known before execution.
+pub fn next_header(store: &Store, parent: &Header, timestamp: u64) -> Header {
+    let spec = store.spec();
+    let number = parent.number + 1;
+    let cancun = spec.is_cancun_active_at_timestamp(timestamp);
+    Header {
+        parent_hash: parent.hash_slow(),
+        ommers_hash: EMPTY_OMMER_ROOT_HASH,
+        beneficiary: Address::ZERO,
+        number,
+        gas_limit: parent.gas_limit,
+        timestamp,
+        // A deterministic stand-in for the beacon chain's randomness.
+        mix_hash: keccak256(number.to_be_bytes()),
+        base_fee_per_gas: spec.next_base_fee(parent),
+        withdrawals_root: spec
+            .is_shanghai_active_at_timestamp(timestamp)
+            .then_some(EMPTY_WITHDRAWALS),
+        excess_blob_gas: spec.next_excess_blob_gas(parent, timestamp),
+        blob_gas_used: cancun.then_some(0),
+        parent_beacon_block_root: cancun.then_some(B256::ZERO),
+        ..Default::default()
+    }
+}
+
+/// Builds a block on the head from `candidates` (in order; those that cannot be included are
+/// left out) and stores it. Returns the stored block.
+pub fn build_block(
+    store: &Store,
+    candidates: &[Recovered<TxEnvelope>],
+    timestamp: u64,
+) -> Result<NewBlock, BlockError> {
+    let spec = store.spec().clone();
+    let parent = store.head_header()?;
+    let timestamp = timestamp.max(parent.timestamp + 1);
+    let mut header = next_header(store, &parent, timestamp);
+
+    // Blob gas is limited per block; the executor does not enforce it, the builder must.
+    let max_blob_gas = spec
+        .blob_params_at(timestamp)
+        .map_or(0, |p| p.max_blob_gas_per_block());
+    let mut blob_gas = 0u64;
+    let txs: Vec<(&TxEnvelope, Address)> = candidates
+        .iter()
+        .filter(|tx| {
+            let needed = tx
+                .blob_versioned_hashes()
+                .map_or(0, |h| h.len() as u64 * DATA_GAS_PER_BLOB);
+            if blob_gas + needed > max_blob_gas && needed > 0 {
+                return false;
+            }
+            blob_gas += needed;
+            true
+        })
+        .map(|tx| (tx.inner(), tx.signer()))
+        .collect();
+    let withdrawals = header.withdrawals_root.map(|_| Vec::new());
+    let run = exec::run_block(
+        store,
+        &parent,
+        &header,
+        &[],
+        withdrawals.as_deref(),
+        &txs,
+        true,
+    )?;
+
+    let transactions: Vec<TxEnvelope> = run.included.iter().map(|&i| txs[i].0.clone()).collect();
+    let senders: Vec<Address> = run.included.iter().map(|&i| txs[i].1).collect();
+    header.transactions_root = calculate_transaction_root(&transactions);
+    header.receipts_root = exec::receipts_root(&run.receipts);
+    header.logs_bloom = exec::logs_bloom(&run.receipts);
+    header.gas_used = run.gas_used;
+    if header.blob_gas_used.is_some() {
+        header.blob_gas_used = Some(run.blob_gas_used);
+    }
+    header.requests_hash = run.requests_hash;
+    header.state_root = store.state_root_with(parent.number, &run.changes)?;
+    let block = NewBlock {
+        header: header.seal_slow(),
+        body: BlockBody {
+            transactions,
+            ommers: vec![],
+            withdrawals: withdrawals.map(Into::into),
+        },
+        senders,
+        receipts: run.receipts,
+    };
+    store.commit_block(&block, &run.changes)?;
+    Ok(block)
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Mines one block from the pool and cleans the pool up after it.
+pub fn mine_once(store: &Store, pool: &Pool) -> Result<NewBlock, BlockError> {
+    let pending = pool.pending();
+    let block = build_block(store, &pending, now())?;
+    let included: Vec<B256> = block
+        .body
+        .transactions
+        .iter()
+        .map(|t| *t.tx_hash())
+        .collect();
+    let state = store.state_after(block.header.number)?;
+    pool.on_block(&included, |a| {
+        state.account(a).ok().flatten().map(|acc| acc.nonce)
+    });
+    // A dev chain has instant finality.
+    store.set_finality(Some(block.header.number), Some(block.header.number))?;
+    crate::rpc::metrics::set_head_block(block.header.number);
+    tracing::info!(target: "simnode::dev", number = block.header.number, txs = block.body.transactions.len(), gas = block.header.gas_used, "mined block");
+    Ok(block)
+}
+
+/// Runs the miner until the task is dropped.
+pub async fn run_miner(store: Arc<Store>, pool: Arc<Pool>, block_time: Option<Duration>) {
+    loop {
+        match block_time {
+            Some(every) => tokio::time::sleep(every).await,
+            None => {
+                if pool.is_empty() {
+                    pool.added.notified().await;
+                }
+            }
+        }
+        let (s, p) = (store.clone(), pool.clone());
+        let result = tokio::task::spawn_blocking(move || mine_once(&s, &p)).await;
+        match result {
+            Ok(Ok(block)) if block.body.transactions.is_empty() && block_time.is_none() => {
+                // Nothing in the pool could be included (e.g. nonce gaps): wait for more.
+                pool.added.notified().await;
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => {
+                tracing::error!(target: "simnode::dev", %err, "mining failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(err) => tracing::error!(target: "simnode::dev", %err, "miner task panicked"),
+        }
+    }
+}
