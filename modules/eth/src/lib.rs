@@ -455,3 +455,6 @@ mod tests {
         assert!(e.to_string().starts_with("invalid hex in storage key"));
     }
 }
+
+#[cfg(test)]
+mod fake_chain_tests;

@@ -8,6 +8,7 @@
 
 mod db;
 mod inspector;
+mod precompiles;
 mod simulate;
 pub mod types;
 

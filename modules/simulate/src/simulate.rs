@@ -20,9 +20,7 @@ use alloy::{
     rpc::types::{BlockTransactions, Log as RpcLog, TransactionRequest},
 };
 use alloy_evm::{
-    block::SystemCaller,
-    eth::{eip6110::parse_deposits_from_receipts, EthEvmBuilder},
-    precompiles::PrecompilesMap,
+    block::SystemCaller, eth::eip6110::parse_deposits_from_receipts, precompiles::PrecompilesMap,
     Evm,
 };
 use alloy_hardforks::EthereumHardforks;
@@ -36,7 +34,7 @@ use revm::{
     database::AccountState,
     precompile::{PrecompileSpecId, Precompiles},
     primitives::{hardfork::SpecId, KECCAK_EMPTY},
-    Database, DatabaseCommit,
+    Context, Database, DatabaseCommit, MainBuilder, MainContext,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -47,6 +45,7 @@ use simnode_api::{
 use crate::{
     db::{collect_changes, BaseDb, SimDb},
     inspector::SimInspector,
+    precompiles::SimPrecompiles,
     types::{AccountOverride, BlockOverrides, SimulatePayload, StateOverride},
 };
 
@@ -333,18 +332,22 @@ impl Runner<'_> {
             });
         }
 
-        let mut precompiles = PrecompilesMap::from_static(Precompiles::new(
-            PrecompileSpecId::from_spec_id(self.base_spec),
-        ));
+        let fork_precompiles = Precompiles::new(PrecompileSpecId::from_spec_id(self.base_spec));
+        let mut precompiles = PrecompilesMap::from_static(fork_precompiles);
         if let Some(state_overrides) = &state_overrides {
             apply_state_overrides(state_overrides, db, &mut precompiles)?;
         }
+        let precompiles =
+            SimPrecompiles::new(precompiles, fork_precompiles.addresses_set().clone());
 
         inspector.start_block();
-        let mut evm = EthEvmBuilder::new(&mut *db, env)
-            .precompiles(precompiles)
-            .activate_inspector(&mut *inspector)
-            .build();
+        let inner = Context::mainnet()
+            .with_block(env.block_env)
+            .with_cfg(env.cfg_env)
+            .with_db(&mut *db)
+            .build_mainnet_with_inspector(&mut *inspector)
+            .with_precompiles(precompiles);
+        let mut evm: SimEvm<'_, '_> = alloy_evm::EthEvm::new(inner, true);
 
         let mut system = SystemCaller::new(spec);
         system
@@ -488,6 +491,26 @@ impl Runner<'_> {
                 format!("block gas limit reached: {gas_used} >= {gas_limit}"),
             ));
         }
+        if self.validate {
+            // geth checks the nonce before anything about fees.
+            if nonce < state_nonce {
+                return Err(RpcError::simulate(
+                    SimulateCode::NonceTooLow,
+                    format!("err: nonce too low: address {from}, tx: {nonce} state: {state_nonce} (supplied gas {gas})"),
+                ));
+            }
+            if nonce > state_nonce {
+                return Err(RpcError::simulate(
+                    SimulateCode::NonceTooHigh,
+                    format!("err: nonce too high: address {from}, tx: {nonce} state: {state_nonce} (supplied gas {gas})"),
+                ));
+            }
+            if state_nonce == u64::MAX {
+                return Err(RpcError::Internal(format!(
+                    "err: nonce has max value: address {from}, nonce: {state_nonce} (supplied gas {gas})"
+                )));
+            }
+        }
         if call.gas_price.is_some()
             && (call.max_fee_per_gas.is_some() || call.max_priority_fee_per_gas.is_some())
         {
@@ -564,7 +587,12 @@ impl Runner<'_> {
             kind,
             value,
             data: input.clone(),
-            nonce,
+            // Without validation the nonce is not checked; revm refuses u64::MAX outright.
+            nonce: if !self.validate && nonce == u64::MAX {
+                0
+            } else {
+                nonce
+            },
             chain_id: Some(chain_id),
             access_list: access_list.clone(),
             gas_priority_fee: (exec_type >= 2).then_some(tip),
@@ -720,7 +748,7 @@ impl Runner<'_> {
     }
 }
 
-type SimEvm<'db, 'i> = alloy_evm::EthEvm<&'db mut SimDb, &'i mut SimInspector, PrecompilesMap>;
+type SimEvm<'db, 'i> = alloy_evm::EthEvm<&'db mut SimDb, &'i mut SimInspector, SimPrecompiles>;
 
 /// A call with its defaults filled in, ready for the EVM.
 struct PreparedCall {
@@ -763,7 +791,7 @@ fn call_result(
             error: None,
         },
         ExecutionResult::Revert { output, .. } => CallResult {
-            return_data: output.clone(),
+            return_data: Bytes::new(),
             logs: Vec::new(),
             gas_used,
             max_used_gas,
