@@ -71,7 +71,12 @@ fn imported_chain() -> (Arc<simnode::store::Store>, Arc<simnode_api::ChainSpec>)
 
 fn context(limits: RpcLimits) -> ModuleContext {
     let (store, spec) = imported_chain();
-    ModuleContext { spec, chain: store, pool: Arc::new(NoPool), limits: Arc::new(limits) }
+    ModuleContext {
+        spec,
+        chain: store,
+        pool: Arc::new(NoPool),
+        limits: Arc::new(limits),
+    }
 }
 
 /// Answers one JSON-RPC request the way the server would.
@@ -91,7 +96,9 @@ fn answer(sim: &Simulate, request: &Value) -> Value {
     };
     match result {
         Ok(blocks) => json!({"jsonrpc": "2.0", "id": id, "result": blocks}),
-        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code(), "message": e.to_string()}}),
+        Err(e) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code(), "message": e.to_string()}})
+        }
     }
 }
 
@@ -117,7 +124,10 @@ fn first_diff(path: &str, a: &Value, b: &Value) -> Option<String> {
             if x.len() != y.len() {
                 return Some(format!("{path}: length {} != {}", x.len(), y.len()));
             }
-            x.iter().zip(y).enumerate().find_map(|(i, (v, w))| first_diff(&format!("{path}[{i}]"), v, w))
+            x.iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (v, w))| first_diff(&format!("{path}[{i}]"), v, w))
         }
         _ if a == b => None,
         _ => Some(format!("{path}: got {a}, want {b}")),
@@ -130,7 +140,10 @@ fn matches(actual: &Value, expected: &Value) -> Result<(), String> {
             if a["code"] == e["code"] {
                 Ok(())
             } else {
-                Err(format!("error code {} != {} ({})", a["code"], e["code"], a["message"]))
+                Err(format!(
+                    "error code {} != {} ({})",
+                    a["code"], e["code"], a["message"]
+                ))
             }
         }
         _ => first_diff("", actual, expected).map_or(Ok(()), Err),
@@ -140,13 +153,20 @@ fn matches(actual: &Value, expected: &Value) -> Result<(), String> {
 #[test]
 fn simulate_fixtures() {
     let filter = std::env::var("SIMULATE_FIXTURE").ok();
-    let limits = RpcLimits { max_simulate_blocks: 256, ..RpcLimits::default() };
+    let limits = RpcLimits {
+        max_simulate_blocks: 256,
+        ..RpcLimits::default()
+    };
     let sim = Simulate::new(context(limits));
     let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures_dir().join("eth_simulateV1"))
         .expect("fixture dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "io"))
-        .filter(|p| filter.as_ref().is_none_or(|f| p.to_string_lossy().contains(f.as_str())))
+        .filter(|p| {
+            filter
+                .as_ref()
+                .is_none_or(|f| p.to_string_lossy().contains(f.as_str()))
+        })
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no fixtures found");
@@ -154,13 +174,20 @@ fn simulate_fixtures() {
     for file in &files {
         let text = std::fs::read_to_string(file).expect("read fixture");
         let line = |prefix: &str| -> Value {
-            let l = text.lines().find(|l| l.starts_with(prefix)).expect("fixture line");
+            let l = text
+                .lines()
+                .find(|l| l.starts_with(prefix))
+                .expect("fixture line");
             serde_json::from_str(&l[prefix.len()..]).expect("fixture json")
         };
         let (request, expected) = (line(">> "), line("<< "));
         let actual = answer(&sim, &request);
         if let Err(diff) = matches(&actual, &expected) {
-            let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = file
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             failures.push(format!("{name}: {diff}"));
         }
     }
@@ -178,7 +205,9 @@ fn request(payload: Value) -> Value {
 }
 
 fn ok_blocks(resp: &Value) -> &Vec<Value> {
-    resp["result"].as_array().unwrap_or_else(|| panic!("expected a result, got {resp}"))
+    resp["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("expected a result, got {resp}"))
 }
 
 #[test]
@@ -207,18 +236,27 @@ fn full_transactions_under_either_name() {
     let sim = Simulate::new(context(RpcLimits::default()));
     let call = json!({"from": "0xc000000000000000000000000000000000000000", "to": "0xc100000000000000000000000000000000000000"});
     for name in ["returnFullTransactions", "returnFullTransactionObjects"] {
-        let resp = answer(&sim, &request(json!({"blockStateCalls": [{"calls": [call]}], name: true})));
+        let resp = answer(
+            &sim,
+            &request(json!({"blockStateCalls": [{"calls": [call]}], name: true})),
+        );
         let tx = &ok_blocks(&resp)[0]["transactions"][0];
         assert!(tx.is_object(), "{name}: {tx}");
         assert_eq!(tx["from"], "0xc000000000000000000000000000000000000000");
     }
-    let resp = answer(&sim, &request(json!({"blockStateCalls": [{"calls": [call]}]})));
+    let resp = answer(
+        &sim,
+        &request(json!({"blockStateCalls": [{"calls": [call]}]})),
+    );
     assert!(ok_blocks(&resp)[0]["transactions"][0].is_string());
 }
 
 #[test]
 fn deadline_stops_an_endless_loop() {
-    let limits = RpcLimits { evm_timeout: Duration::from_millis(300), ..RpcLimits::default() };
+    let limits = RpcLimits {
+        evm_timeout: Duration::from_millis(300),
+        ..RpcLimits::default()
+    };
     let sim = Simulate::new(context(limits));
     // JUMPDEST; PUSH1 0; JUMP — loops until the gas (50M) runs out or the deadline hits.
     let payload = json!({"blockStateCalls": [
@@ -268,9 +306,25 @@ fn trace_transfers_nested_and_reverted() {
     // 0xc1: CALL(gas, 0xc2, callvalue, 0,0,0,0); POP; CALL(gas, 0xc3, 1, 0,0,0,0); POP;
     //       DELEGATECALL(gas, 0xc2, 0,0,0,0); POP; STOP
     let c1 = concat!(
-        "0x", "6000600060006000", "34", "73c200000000000000000000000000000000000000", "5a", "f1", "50",
-        "6000600060006000", "6001", "73c300000000000000000000000000000000000000", "5a", "f1", "50",
-        "60006000600060006000", "73c200000000000000000000000000000000000000", "5a", "f4", "50", "00"
+        "0x",
+        "6000600060006000",
+        "34",
+        "73c200000000000000000000000000000000000000",
+        "5a",
+        "f1",
+        "50",
+        "6000600060006000",
+        "6001",
+        "73c300000000000000000000000000000000000000",
+        "5a",
+        "f1",
+        "50",
+        "60006000600060006000",
+        "73c200000000000000000000000000000000000000",
+        "5a",
+        "f4",
+        "50",
+        "00"
     );
     // 0xc3: REVERT(0, 0)
     let c3 = "0x60006000fd";
@@ -299,11 +353,24 @@ fn trace_transfers_nested_and_reverted() {
     assert_eq!(
         transfers,
         vec![
-            ("c000000000000000000000000000000000000000".into(), "c100000000000000000000000000000000000000".into(), "07".into()),
-            ("c100000000000000000000000000000000000000".into(), "c200000000000000000000000000000000000000".into(), "07".into()),
+            (
+                "c000000000000000000000000000000000000000".into(),
+                "c100000000000000000000000000000000000000".into(),
+                "07".into()
+            ),
+            (
+                "c100000000000000000000000000000000000000".into(),
+                "c200000000000000000000000000000000000000".into(),
+                "07".into()
+            ),
         ],
         "{logs:?}"
     );
     // Transfer logs stay out of the bloom.
-    assert!(block["logsBloom"].as_str().unwrap_or_default().trim_start_matches("0x").chars().all(|c| c == '0'));
+    assert!(block["logsBloom"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_start_matches("0x")
+        .chars()
+        .all(|c| c == '0'));
 }
