@@ -49,7 +49,8 @@ pub fn prepare(
         apply_block_overrides(overrides, &mut db, &mut env.block_env);
     }
     if let Some(overrides) = state_overrides {
-        apply_state_overrides(overrides, &mut db).map_err(|e| RpcError::invalid_params(e.to_string()))?;
+        apply_state_overrides(overrides, &mut db)
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     }
     // geth: eth_call skips base-fee, nonce and sender-is-EOA checks; the per-transaction gas cap
     // of EIP-7825 does not bind calls (the RPC gas cap does).
@@ -61,7 +62,10 @@ pub fn prepare(
 
     // With no fee fields at all the call is free, and (as in geth) BASEFEE / BLOBBASEFEE read 0.
     let zero = |v: Option<u128>| v.is_none_or(|v| v == 0);
-    if zero(request.gas_price) && zero(request.max_fee_per_gas) && zero(request.max_priority_fee_per_gas) {
+    if zero(request.gas_price)
+        && zero(request.max_fee_per_gas)
+        && zero(request.max_priority_fee_per_gas)
+    {
         env.block_env.basefee = 0;
     }
     if zero(request.max_fee_per_blob_gas) {
@@ -71,16 +75,27 @@ pub fn prepare(
     }
     let gas_defaulted = request.gas.is_none();
     let explicit_nonce = request.nonce.is_some();
-    let mut tx: TxEnv = request.try_into_tx_env(&env).map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    let mut tx: TxEnv = request
+        .try_into_tx_env(&env)
+        .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     if gas_defaulted {
         tx.gas_limit = gas_cap;
     } else if gas_cap > 0 && tx.gas_limit > gas_cap {
         tx.gas_limit = gas_cap;
     }
     if !explicit_nonce {
-        tx.nonce = db.basic_ref(tx.caller).map_err(RpcError::from)?.map(|a| a.nonce).unwrap_or_default();
+        tx.nonce = db
+            .basic_ref(tx.caller)
+            .map_err(RpcError::from)?
+            .map(|a| a.nonce)
+            .unwrap_or_default();
     }
-    Ok(Prepared { db, env, tx, gas_defaulted })
+    Ok(Prepared {
+        db,
+        env,
+        tx,
+        gas_defaulted,
+    })
 }
 
 /// Runs the transaction without committing; maps validation failures to geth's messages.
@@ -89,7 +104,9 @@ pub fn run(db: &mut CallDb, env: &EvmEnv, tx: TxEnv) -> RpcResult<ExecutionResul
     let caller = tx.caller;
     match evm.transact_raw(tx) {
         Ok(result) => Ok(result.result),
-        Err(EVMError::Transaction(invalid)) => Err(RpcError::Server(invalid_tx_message(&invalid, caller))),
+        Err(EVMError::Transaction(invalid)) => {
+            Err(RpcError::Server(invalid_tx_message(&invalid, caller)))
+        }
         Err(EVMError::Database(e)) => Err(RpcError::Internal(e.to_string())),
         Err(other) => Err(RpcError::Internal(other.to_string())),
     }
@@ -110,7 +127,10 @@ pub fn revert_error(output: Bytes) -> RpcError {
         Some(reason) => format!("execution reverted: {reason}"),
         None => "execution reverted".to_owned(),
     };
-    RpcError::Reverted { message, data: output }
+    RpcError::Reverted {
+        message,
+        data: output,
+    }
 }
 
 fn decode_revert_reason(data: &[u8]) -> Option<String> {
@@ -176,10 +196,16 @@ pub fn invalid_tx_message(err: &InvalidTransaction, caller: alloy::primitives::A
         InvalidTransaction::LackOfFundForMaxFee { fee, balance } => {
             format!("insufficient funds for gas * price + value: address {caller} have {balance} want {fee}")
         }
-        InvalidTransaction::CallGasCostMoreThanGasLimit { initial_gas, gas_limit } => {
+        InvalidTransaction::CallGasCostMoreThanGasLimit {
+            initial_gas,
+            gas_limit,
+        } => {
             format!("intrinsic gas too low: gas {gas_limit}, minimum needed {initial_gas}")
         }
-        InvalidTransaction::GasFloorMoreThanGasLimit { gas_floor, gas_limit } => {
+        InvalidTransaction::GasFloorMoreThanGasLimit {
+            gas_floor,
+            gas_limit,
+        } => {
             format!("insufficient gas for floor data gas cost: gas {gas_limit}, minimum needed {gas_floor}")
         }
         InvalidTransaction::PriorityFeeGreaterThanMaxFee => {
@@ -203,16 +229,29 @@ pub fn invalid_tx_message(err: &InvalidTransaction, caller: alloy::primitives::A
 /// eth_estimateGas: the smallest gas limit the transaction succeeds with, by binary search
 /// between what a run used and the highest limit allowed, as geth does.
 pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcResult<u64> {
-    let Prepared { mut db, mut env, mut tx, gas_defaulted } = prepared;
+    let Prepared {
+        mut db,
+        mut env,
+        mut tx,
+        gas_defaulted,
+    } = prepared;
     // Estimation checks the balance like a real transaction would pay (geth keeps the check).
     env.cfg_env.disable_balance_check = false;
-    let mut hi = if gas_defaulted { block_gas_limit } else { tx.gas_limit };
+    let mut hi = if gas_defaulted {
+        block_gas_limit
+    } else {
+        tx.gas_limit
+    };
     if gas_cap > 0 {
         hi = hi.min(gas_cap);
     }
     // A price makes the balance an upper bound on the gas.
     if tx.gas_price > 0 {
-        let balance = db.basic_ref(tx.caller).map_err(RpcError::from)?.map(|a| a.balance).unwrap_or_default();
+        let balance = db
+            .basic_ref(tx.caller)
+            .map_err(RpcError::from)?
+            .map(|a| a.balance)
+            .unwrap_or_default();
         let available = balance.checked_sub(tx.value).ok_or_else(|| {
             RpcError::Server(format!(
                 "insufficient funds for transfer: address {} have {balance} want {}",
@@ -225,7 +264,11 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcRe
     // A plain transfer to an account without code costs exactly 21000.
     if let TxKind::Call(to) = tx.kind {
         if tx.data.is_empty() && tx.authorization_list.is_empty() {
-            let code = db.basic_ref(to).map_err(RpcError::from)?.and_then(|a| a.code).map(|c| c.is_empty());
+            let code = db
+                .basic_ref(to)
+                .map_err(RpcError::from)?
+                .and_then(|a| a.code)
+                .map(|c| c.is_empty());
             let no_code = match db.basic_ref(to).map_err(RpcError::from)? {
                 None => true,
                 Some(acc) => code.unwrap_or(acc.code_hash == revm::primitives::KECCAK_EMPTY),
@@ -244,7 +287,10 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcRe
         ExecutionResult::Success { .. } => first.tx_gas_used(),
         ExecutionResult::Revert { output, .. } => return Err(revert_error(output)),
         ExecutionResult::Halt { reason, .. } => {
-            return Err(RpcError::Server(format!("gas required exceeds allowance ({hi}): {}", halt_message(&reason))))
+            return Err(RpcError::Server(format!(
+                "gas required exceeds allowance ({hi}): {}",
+                halt_message(&reason)
+            )))
         }
     };
     // geth's optimistic first guess: what was used plus the 63/64 reserve.
@@ -268,7 +314,11 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcRe
         match run(&mut db, &env, tx.clone()) {
             Ok(ExecutionResult::Success { .. }) => hi = mid,
             Ok(_) => lo = mid,
-            Err(RpcError::Server(msg)) if msg.starts_with("intrinsic gas too low") || msg.contains("floor") => lo = mid,
+            Err(RpcError::Server(msg))
+                if msg.starts_with("intrinsic gas too low") || msg.contains("floor") =>
+            {
+                lo = mid
+            }
             Err(e) => return Err(e),
         }
     }
@@ -280,4 +330,58 @@ fn first_refund_hint(result: &ExecutionResult<HaltReason>) -> u64 {
         ExecutionResult::Success { gas, .. } => gas.final_refunded(),
         _ => 0,
     }
+}
+
+/// Most rounds of eth_createAccessList before the list is taken as it stands.
+const ACCESS_LIST_ROUNDS: usize = 8;
+
+/// eth_createAccessList: run with an access-list tracer until the list stops changing, then
+/// report it with the gas the transaction uses with it, and the failure if it fails (as geth).
+pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930::AccessListResult> {
+    use alloy::eips::eip2930::{AccessList, AccessListResult};
+    use revm_inspectors::access_list::AccessListInspector;
+    let Prepared {
+        mut db,
+        env,
+        mut tx,
+        ..
+    } = prepared;
+    let mut list: AccessList = tx.access_list.clone();
+    for _ in 0..ACCESS_LIST_ROUNDS {
+        tx.access_list = list.clone();
+        let mut inspector = AccessListInspector::new(list.clone());
+        {
+            let mut evm = EthEvmFactory::default().create_evm_with_inspector(
+                &mut db,
+                env.clone(),
+                &mut inspector,
+            );
+            let caller = tx.caller;
+            match evm.transact_raw(tx.clone()) {
+                Ok(_) => {}
+                Err(EVMError::Transaction(invalid)) => {
+                    return Err(RpcError::Server(invalid_tx_message(&invalid, caller)))
+                }
+                Err(other) => return Err(RpcError::Internal(other.to_string())),
+            }
+        }
+        let next = inspector.into_access_list();
+        if next == list {
+            break;
+        }
+        list = next;
+    }
+    tx.access_list = list.clone();
+    let result = run(&mut db, &env, tx)?;
+    let gas_used = U256::from(result.tx_gas_used());
+    let error = match &result {
+        ExecutionResult::Success { .. } => None,
+        ExecutionResult::Revert { .. } => Some("execution reverted".to_owned()),
+        ExecutionResult::Halt { reason, .. } => Some(halt_message(reason)),
+    };
+    Ok(AccessListResult {
+        access_list: list,
+        gas_used,
+        error,
+    })
 }

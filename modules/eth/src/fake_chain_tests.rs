@@ -9,21 +9,38 @@ use alloy::{
 };
 use revm::{bytecode::Bytecode, state::AccountInfo};
 use serde_json::{json, Value};
-use simnode_api::{ChainHead, ChainSpec, ChainView, RpcLimits, StateChanges, StateError, StateRef, TxLocation, TxPool};
+use simnode_api::{
+    ChainHead, ChainSpec, ChainView, RpcLimits, StateChanges, StateError, StateRef, TxLocation,
+    TxPool,
+};
 use std::{collections::HashMap, path::PathBuf, sync::Mutex};
 
 fn fixture_dir() -> PathBuf {
     std::env::var_os("SIMNODE_CONFORMANCE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/execution-apis"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/conformance/execution-apis")
+        })
 }
 
 fn fixture(rel: &str) -> (String, Value) {
     let path = fixture_dir().join(rel);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("fixture {} not readable ({e}); set SIMNODE_CONFORMANCE_DIR", path.display()));
-    let req = text.lines().find_map(|l| l.strip_prefix(">> ")).expect("request").to_owned();
-    let resp = text.lines().find_map(|l| l.strip_prefix("<< ")).expect("response");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "fixture {} not readable ({e}); set SIMNODE_CONFORMANCE_DIR",
+            path.display()
+        )
+    });
+    let req = text
+        .lines()
+        .find_map(|l| l.strip_prefix(">> "))
+        .expect("request")
+        .to_owned();
+    let resp = text
+        .lines()
+        .find_map(|l| l.strip_prefix("<< "))
+        .expect("response");
     (req, serde_json::from_str(resp).expect("response json"))
 }
 
@@ -46,7 +63,11 @@ impl revm::DatabaseRef for MemState {
             .ok_or_else(|| StateError(format!("no code {hash}")))
     }
     fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
-        Ok(self.storage.get(&(address, index)).copied().unwrap_or_default())
+        Ok(self
+            .storage
+            .get(&(address, index))
+            .copied()
+            .unwrap_or_default())
     }
     fn block_hash_ref(&self, _number: u64) -> Result<B256, StateError> {
         Ok(B256::ZERO)
@@ -61,7 +82,11 @@ struct FakeChain {
 
 impl ChainView for FakeChain {
     fn head(&self) -> ChainHead {
-        ChainHead { latest: 1, safe: Some(1), finalized: Some(1) }
+        ChainHead {
+            latest: 1,
+            safe: Some(1),
+            finalized: Some(1),
+        }
     }
     fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
         Ok((number == 1).then(|| self.block.hash()))
@@ -79,11 +104,17 @@ impl ChainView for FakeChain {
         Ok((number == 1).then(|| self.receipts.clone()))
     }
     fn transaction_location(&self, hash: &B256) -> RpcResult<Option<TxLocation>> {
-        Ok(self.block.body.transactions.iter().position(|t| t.tx_hash() == hash).map(|i| TxLocation {
-            block_number: 1,
-            block_hash: self.block.hash(),
-            index: i as u64,
-        }))
+        Ok(self
+            .block
+            .body
+            .transactions
+            .iter()
+            .position(|t| t.tx_hash() == hash)
+            .map(|i| TxLocation {
+                block_number: 1,
+                block_hash: self.block.hash(),
+                index: i as u64,
+            }))
     }
     fn state_at(&self, number: u64) -> RpcResult<StateRef> {
         if number > 1 {
@@ -113,10 +144,21 @@ impl TxPool for FakePool {
         self.0.lock().unwrap().clone()
     }
     fn get(&self, hash: &B256) -> Option<Recovered<TxEnvelope>> {
-        self.0.lock().unwrap().iter().find(|t| t.inner().tx_hash() == hash).cloned()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|t| t.inner().tx_hash() == hash)
+            .cloned()
     }
     fn pending_nonce(&self, sender: &Address) -> Option<u64> {
-        self.0.lock().unwrap().iter().filter(|t| t.signer() == *sender).map(|t| t.nonce() + 1).max()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| t.signer() == *sender)
+            .map(|t| t.nonce() + 1)
+            .max()
     }
 }
 
@@ -154,7 +196,8 @@ fn spec() -> ChainSpec {
 
 fn module() -> jsonrpsee::RpcModule<Eth> {
     let (_, block_json) = fixture("eth_getBlockByHash/get-block-by-hash.io");
-    let block: Block<RpcTransaction<TxEnvelope>> = serde_json::from_value(block_json["result"].clone()).unwrap();
+    let block: Block<RpcTransaction<TxEnvelope>> =
+        serde_json::from_value(block_json["result"].clone()).unwrap();
     let hash = block.header.hash;
     let txs: Vec<RpcTransaction<TxEnvelope>> = block.transactions.into_transactions().collect();
     let stored = StoredBlock {
@@ -167,24 +210,54 @@ fn module() -> jsonrpsee::RpcModule<Eth> {
         },
     };
     let (_, receipts_json) = fixture("eth_getBlockReceipts/get-block-receipts-n.io");
-    let receipts: Vec<TransactionReceipt> = serde_json::from_value(receipts_json["result"].clone()).unwrap();
-    let receipts = receipts.into_iter().map(|r| r.inner.into_primitives_receipt()).collect();
+    let receipts: Vec<TransactionReceipt> =
+        serde_json::from_value(receipts_json["result"].clone()).unwrap();
+    let receipts = receipts
+        .into_iter()
+        .map(|r| r.inner.into_primitives_receipt())
+        .collect();
 
     let mut state = MemState::default();
     let mut contract = |addr: Address, code: &[u8]| {
         let code = Bytecode::new_raw(Bytes::copy_from_slice(code));
-        state.accounts.insert(addr, AccountInfo::default().with_code(code));
+        state
+            .accounts
+            .insert(addr, AccountInfo::default().with_code(code));
     };
     // PUSH1 42 PUSH1 0 MSTORE PUSH1 32 PUSH1 0 RETURN
-    contract(RETURNS_42, &[0x60, 0x2a, 0x60, 0x00, 0x52, 0x60, 0x20, 0x60, 0x00, 0xf3]);
+    contract(
+        RETURNS_42,
+        &[0x60, 0x2a, 0x60, 0x00, 0x52, 0x60, 0x20, 0x60, 0x00, 0xf3],
+    );
     // PUSH1 0xaa PUSH1 0 MSTORE PUSH1 32 PUSH1 0 REVERT
-    contract(REVERTS, &[0x60, 0xaa, 0x60, 0x00, 0x52, 0x60, 0x20, 0x60, 0x00, 0xfd]);
+    contract(
+        REVERTS,
+        &[0x60, 0xaa, 0x60, 0x00, 0x52, 0x60, 0x20, 0x60, 0x00, 0xfd],
+    );
     // NUMBER PUSH1 0 MSTORE BASEFEE PUSH1 32 MSTORE PUSH1 64 PUSH1 0 RETURN
-    contract(ENV_ECHO, &[0x43, 0x60, 0x00, 0x52, 0x48, 0x60, 0x20, 0x52, 0x60, 0x40, 0x60, 0x00, 0xf3]);
-    state.accounts.insert(RICH, AccountInfo { balance: U256::from(10u128.pow(21)), nonce: 7, ..Default::default() });
-    state.storage.insert((RETURNS_42, U256::from(3)), U256::from(0x38));
+    contract(
+        ENV_ECHO,
+        &[
+            0x43, 0x60, 0x00, 0x52, 0x48, 0x60, 0x20, 0x52, 0x60, 0x40, 0x60, 0x00, 0xf3,
+        ],
+    );
+    state.accounts.insert(
+        RICH,
+        AccountInfo {
+            balance: U256::from(10u128.pow(21)),
+            nonce: 7,
+            ..Default::default()
+        },
+    );
+    state
+        .storage
+        .insert((RETURNS_42, U256::from(3)), U256::from(0x38));
 
-    let chain = FakeChain { block: Arc::new(stored), receipts: Arc::new(receipts), state };
+    let chain = FakeChain {
+        block: Arc::new(stored),
+        receipts: Arc::new(receipts),
+        state,
+    };
     let ctx = ModuleContext {
         spec: Arc::new(spec()),
         chain: Arc::new(chain),
@@ -195,7 +268,10 @@ fn module() -> jsonrpsee::RpcModule<Eth> {
 }
 
 async fn request(module: &jsonrpsee::RpcModule<Eth>, req: &str) -> Value {
-    let (resp, _) = module.raw_json_request(req, 1).await.expect("valid request");
+    let (resp, _) = module
+        .raw_json_request(req, 1)
+        .await
+        .expect("valid request");
     serde_json::from_str(resp.get()).unwrap()
 }
 
@@ -229,8 +305,12 @@ async fn block_and_transaction_fixtures_of_block_one() {
     // Hash-only form lists the transaction hashes in order.
     let block = call(&m, "eth_getBlockByNumber", json!(["0x1", false])).await;
     let (_, full) = fixture("eth_getBlockByHash/get-block-by-hash.io");
-    let hashes: Vec<Value> =
-        full["result"]["transactions"].as_array().unwrap().iter().map(|t| t["hash"].clone()).collect();
+    let hashes: Vec<Value> = full["result"]["transactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["hash"].clone())
+        .collect();
     assert_eq!(block["result"]["transactions"], Value::Array(hashes));
     assert_eq!(block["result"]["size"], full["result"]["size"]);
 }
@@ -247,11 +327,22 @@ async fn state_reads() {
     let r = call(&m, "eth_getCode", json!([RICH])).await;
     assert_eq!(r["result"], "0x");
     let r = call(&m, "eth_getStorageAt", json!([RETURNS_42, "0x3", "latest"])).await;
-    assert_eq!(r["result"], "0x0000000000000000000000000000000000000000000000000000000000000038");
-    let r = call(&m, "eth_getStorageAt", json!([RETURNS_42, "0xasdf", "latest"])).await;
+    assert_eq!(
+        r["result"],
+        "0x0000000000000000000000000000000000000000000000000000000000000038"
+    );
+    let r = call(
+        &m,
+        "eth_getStorageAt",
+        json!([RETURNS_42, "0xasdf", "latest"]),
+    )
+    .await;
     assert_eq!(r["error"]["code"], -32602);
     let r = call(&m, "eth_getBalance", json!([RICH, "0x5"])).await;
-    assert_eq!(r["error"], json!({"code": -32000, "message": "header not found"}));
+    assert_eq!(
+        r["error"],
+        json!({"code": -32000, "message": "header not found"})
+    );
 }
 
 #[tokio::test]
@@ -260,10 +351,18 @@ async fn eth_call_results_reverts_and_block_env() {
     let r = call(&m, "eth_call", json!([{"to": RETURNS_42}, "latest"])).await;
     assert_eq!(r["result"], format!("0x{:064x}", 42));
     let r = call(&m, "eth_call", json!([{"to": REVERTS}])).await;
-    assert_eq!(r["error"], json!({"code": 3, "message": "execution reverted", "data": format!("0x{:064x}", 0xaa)}));
+    assert_eq!(
+        r["error"],
+        json!({"code": 3, "message": "execution reverted", "data": format!("0x{:064x}", 0xaa)})
+    );
     // Without fee fields BASEFEE reads 0 (geth); the fixture block 1 is pre-London anyway, so
     // override the base fee to see it come through when a fee is given.
-    let r = call(&m, "eth_call", json!([{"to": ENV_ECHO}, "latest", null, {"baseFee": "0x7"}])).await;
+    let r = call(
+        &m,
+        "eth_call",
+        json!([{"to": ENV_ECHO}, "latest", null, {"baseFee": "0x7"}]),
+    )
+    .await;
     assert_eq!(r["result"], format!("0x{:064x}{:064x}", 1, 0));
     let r = call(
         &m,
@@ -283,21 +382,45 @@ async fn eth_call_results_reverts_and_block_env() {
     // Paying more than the balance is geth's insufficient-funds error.
     let r = call(&m, "eth_call", json!([{"from": "0x00000000000000000000000000000000000000dd", "to": RETURNS_42, "gasPrice": "0x1", "gas": "0x5208"}])).await;
     assert_eq!(r["error"]["code"], -32000);
-    assert!(r["error"]["message"].as_str().unwrap().starts_with("insufficient funds"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("insufficient funds"),
+        "{r}"
+    );
 }
 
 #[tokio::test]
 async fn estimate_gas_transfer_and_revert() {
     let m = module();
-    let r =
-        call(&m, "eth_estimateGas", json!([{"from": RICH, "to": "0x0100000000000000000000000000000000000000"}])).await;
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "to": "0x0100000000000000000000000000000000000000"}]),
+    )
+    .await;
     assert_eq!(r["result"], "0x5208");
-    let r = call(&m, "eth_estimateGas", json!([{"from": RICH, "to": RETURNS_42}])).await;
-    let gas = u64::from_str_radix(r["result"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "to": RETURNS_42}]),
+    )
+    .await;
+    let gas =
+        u64::from_str_radix(r["result"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
     // 21000 + a handful of opcodes and one memory word (about 21018), found to within geth's
     // 1.5% tolerance, from above.
-    assert!((21_018..21_018 + 21_018 * 15 / 1000).contains(&gas), "{gas}");
-    let r = call(&m, "eth_estimateGas", json!([{"from": RICH, "to": REVERTS}])).await;
+    assert!(
+        (21_018..21_018 + 21_018 * 15 / 1000).contains(&gas),
+        "{gas}"
+    );
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "to": REVERTS}]),
+    )
+    .await;
     assert_eq!(r["error"]["code"], 3);
 }
 
@@ -312,5 +435,11 @@ async fn send_raw_transaction_validates() {
     let (req, _) = fixture("eth_sendRawTransaction/send-legacy-transaction.io");
     let r = request(&m, &req).await;
     assert_eq!(r["error"]["code"], -32000);
-    assert!(r["error"]["message"].as_str().unwrap().starts_with("insufficient funds"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("insufficient funds"),
+        "{r}"
+    );
 }

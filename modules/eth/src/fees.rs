@@ -16,7 +16,10 @@ const MIN_TIP: u128 = 1;
 
 /// Blob base fee for the block after `latest`, 0 before Cancun.
 pub fn blob_base_fee(spec: &ChainSpec, latest: &Header) -> u128 {
-    match (spec.blob_params_at(latest.timestamp), latest.excess_blob_gas) {
+    match (
+        spec.blob_params_at(latest.timestamp),
+        latest.excess_blob_gas,
+    ) {
         (Some(params), Some(excess)) => params.calc_blob_fee(excess),
         _ => 0,
     }
@@ -27,9 +30,17 @@ pub fn suggested_tip(ctx: &ModuleContext) -> RpcResult<u128> {
     let latest = ctx.chain.head().latest;
     let mut tips = Vec::new();
     for number in latest.saturating_sub(ORACLE_BLOCKS - 1)..=latest {
-        let Some(block) = ctx.chain.block(number)? else { continue };
+        let Some(block) = ctx.chain.block(number)? else {
+            continue;
+        };
         let base = block.header.base_fee_per_gas;
-        tips.extend(block.body.transactions.iter().filter_map(|tx| tx.effective_tip_per_gas(base.unwrap_or(0))));
+        tips.extend(
+            block
+                .body
+                .transactions
+                .iter()
+                .filter_map(|tx| tx.effective_tip_per_gas(base.unwrap_or(0))),
+        );
     }
     if tips.is_empty() {
         return Ok(MIN_TIP);
@@ -59,11 +70,16 @@ pub fn fee_history(
     let count = parse_count(count)?.min(MAX_FEE_HISTORY);
     if let Some(p) = percentiles {
         if p.len() > 100 {
-            return Err(RpcError::invalid_params(format!("too many percentiles: {} > 100", p.len())));
+            return Err(RpcError::invalid_params(format!(
+                "too many percentiles: {} > 100",
+                p.len()
+            )));
         }
         for (i, v) in p.iter().enumerate() {
             if !(0.0..=100.0).contains(v) || (i > 0 && *v < p[i - 1]) {
-                return Err(RpcError::invalid_params(format!("invalid reward percentile: {v}")));
+                return Err(RpcError::invalid_params(format!(
+                    "invalid reward percentile: {v}"
+                )));
             }
         }
     }
@@ -72,26 +88,46 @@ pub fn fee_history(
         return Ok(FeeHistory::default());
     }
     let oldest = newest.saturating_sub(count - 1);
-    let mut history = FeeHistory { oldest_block: oldest, ..Default::default() };
+    let mut history = FeeHistory {
+        oldest_block: oldest,
+        ..Default::default()
+    };
     let mut rewards = Vec::new();
     let mut last_header = None;
     for number in oldest..=newest {
         let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
         let header = block.header.inner();
-        history.base_fee_per_gas.push(header.base_fee_per_gas.unwrap_or_default() as u128);
-        history.gas_used_ratio.push(ratio(header.gas_used, header.gas_limit));
-        history.base_fee_per_blob_gas.push(blob_base_fee(&ctx.spec, header));
-        let max_blob_gas = ctx.spec.blob_params_at(header.timestamp).map(|p| p.max_blob_gas_per_block()).unwrap_or(0);
-        history.blob_gas_used_ratio.push(ratio(header.blob_gas_used.unwrap_or(0), max_blob_gas));
+        history
+            .base_fee_per_gas
+            .push(header.base_fee_per_gas.unwrap_or_default() as u128);
+        history
+            .gas_used_ratio
+            .push(ratio(header.gas_used, header.gas_limit));
+        history
+            .base_fee_per_blob_gas
+            .push(blob_base_fee(&ctx.spec, header));
+        let max_blob_gas = ctx
+            .spec
+            .blob_params_at(header.timestamp)
+            .map(|p| p.max_blob_gas_per_block())
+            .unwrap_or(0);
+        history
+            .blob_gas_used_ratio
+            .push(ratio(header.blob_gas_used.unwrap_or(0), max_blob_gas));
         if let Some(p) = percentiles {
             rewards.push(block_rewards(ctx, &block, p)?);
         }
         last_header = Some(header.clone());
     }
     if let Some(last) = last_header {
-        history.base_fee_per_gas.push(ctx.spec.next_base_fee(&last).unwrap_or_default() as u128);
+        history
+            .base_fee_per_gas
+            .push(ctx.spec.next_base_fee(&last).unwrap_or_default() as u128);
         let next_ts = last.timestamp + 12;
-        let next_blob = match (ctx.spec.blob_params_at(next_ts), ctx.spec.next_excess_blob_gas(&last, next_ts)) {
+        let next_blob = match (
+            ctx.spec.blob_params_at(next_ts),
+            ctx.spec.next_excess_blob_gas(&last, next_ts),
+        ) {
             (Some(params), Some(excess)) => params.calc_blob_fee(excess),
             _ => 0,
         };
@@ -112,11 +148,18 @@ fn ratio(used: u64, limit: u64) -> f64 {
 }
 
 /// Tips at the given percentiles, weighted by the gas each transaction used (as geth does).
-fn block_rewards(ctx: &ModuleContext, block: &simnode_api::StoredBlock, percentiles: &[f64]) -> RpcResult<Vec<u128>> {
+fn block_rewards(
+    ctx: &ModuleContext,
+    block: &simnode_api::StoredBlock,
+    percentiles: &[f64],
+) -> RpcResult<Vec<u128>> {
     if block.body.transactions.is_empty() {
         return Ok(vec![0; percentiles.len()]);
     }
-    let receipts = ctx.chain.receipts(block.number())?.ok_or(RpcError::HeaderNotFound)?;
+    let receipts = ctx
+        .chain
+        .receipts(block.number())?
+        .ok_or(RpcError::HeaderNotFound)?;
     let base = block.header.base_fee_per_gas.unwrap_or(0);
     let mut prev = 0u64;
     let mut sorted: Vec<(u128, u64)> = block

@@ -15,8 +15,9 @@ use alloy::{
     consensus::{transaction::Recovered, Header, Sealed},
     primitives::{Address, Bytes, B256, U256, U64},
     rpc::types::{
-        state::StateOverride, Block, BlockOverrides, BlockTransactions, FeeHistory, Header as RpcHeader, Log,
-        Transaction, TransactionInfo, TransactionReceipt, TransactionRequest,
+        state::StateOverride, Block, BlockOverrides, BlockTransactions, FeeHistory,
+        Header as RpcHeader, Log, Transaction, TransactionInfo, TransactionReceipt,
+        TransactionRequest,
     },
 };
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
@@ -41,7 +42,11 @@ pub trait EthApi {
     fn syncing(&self) -> JsonRpcResult<bool>;
 
     #[method(name = "eth_getBlockByNumber")]
-    fn block_by_number(&self, block: BlockParam, full: Option<bool>) -> JsonRpcResult<Option<Block>>;
+    fn block_by_number(
+        &self,
+        block: BlockParam,
+        full: Option<bool>,
+    ) -> JsonRpcResult<Option<Block>>;
     #[method(name = "eth_getBlockByHash")]
     fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>>;
     #[method(name = "eth_getBlockTransactionCountByNumber")]
@@ -51,7 +56,11 @@ pub trait EthApi {
     #[method(name = "eth_getTransactionByHash")]
     fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>>;
     #[method(name = "eth_getTransactionByBlockHashAndIndex")]
-    fn transaction_by_block_hash_and_index(&self, hash: B256, index: U64) -> JsonRpcResult<Option<Transaction>>;
+    fn transaction_by_block_hash_and_index(
+        &self,
+        hash: B256,
+        index: U64,
+    ) -> JsonRpcResult<Option<Transaction>>;
     #[method(name = "eth_getTransactionByBlockNumberAndIndex")]
     fn transaction_by_block_number_and_index(
         &self,
@@ -66,7 +75,12 @@ pub trait EthApi {
     #[method(name = "eth_getCode")]
     fn code(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<Bytes>;
     #[method(name = "eth_getStorageAt")]
-    fn storage_at(&self, address: Address, key: Value, block: Option<BlockParam>) -> JsonRpcResult<B256>;
+    fn storage_at(
+        &self,
+        address: Address,
+        key: Value,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<B256>;
     #[method(name = "eth_getStorageValues")]
     fn storage_values(
         &self,
@@ -92,6 +106,14 @@ pub trait EthApi {
         state_overrides: Option<StateOverride>,
     ) -> JsonRpcResult<U64>;
 
+    #[method(name = "eth_createAccessList")]
+    async fn create_access_list(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+    ) -> JsonRpcResult<alloy::eips::eip2930::AccessListResult>;
+
     #[method(name = "eth_gasPrice")]
     fn gas_price(&self) -> JsonRpcResult<U256>;
     #[method(name = "eth_maxPriorityFeePerGas")]
@@ -101,8 +123,12 @@ pub trait EthApi {
     #[method(name = "eth_blobBaseFee")]
     fn blob_base_fee(&self) -> JsonRpcResult<U256>;
     #[method(name = "eth_feeHistory")]
-    fn fee_history(&self, count: Value, newest: BlockParam, percentiles: Option<Vec<f64>>)
-        -> JsonRpcResult<FeeHistory>;
+    fn fee_history(
+        &self,
+        count: Value,
+        newest: BlockParam,
+        percentiles: Option<Vec<f64>>,
+    ) -> JsonRpcResult<FeeHistory>;
 
     #[method(name = "eth_getLogs")]
     fn logs(&self, filter: Value) -> JsonRpcResult<Vec<Log>>;
@@ -127,24 +153,47 @@ impl Eth {
 
     /// Block number for a state query; unknown blocks are "header not found" as in geth.
     fn state_block(&self, block: Option<BlockParam>) -> RpcResult<u64> {
-        self.resolve(&block.unwrap_or_default())?.ok_or(RpcError::HeaderNotFound)
+        self.resolve(&block.unwrap_or_default())?
+            .ok_or(RpcError::HeaderNotFound)
     }
 
     fn header(&self, number: u64) -> RpcResult<Arc<Sealed<Header>>> {
-        self.ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)
+        self.ctx
+            .chain
+            .header(number)?
+            .ok_or(RpcError::HeaderNotFound)
     }
 
     fn rpc_block(&self, block: &StoredBlock, full: bool) -> Block {
-        let size = alloy::consensus::Block { header: block.header.inner().clone(), body: block.body.clone() };
+        let size = alloy::consensus::Block {
+            header: block.header.inner().clone(),
+            body: block.body.clone(),
+        };
         let size = alloy_rlp::Encodable::length(&size);
         let header = RpcHeader::from_consensus(block.header.clone(), None, Some(U256::from(size)));
         let transactions = if full {
-            BlockTransactions::Full((0..block.body.transactions.len()).map(|i| rpc_tx(block, i)).collect())
+            BlockTransactions::Full(
+                (0..block.body.transactions.len())
+                    .map(|i| rpc_tx(block, i))
+                    .collect(),
+            )
         } else {
-            BlockTransactions::Hashes(block.body.transactions.iter().map(|tx| *tx.tx_hash()).collect())
+            BlockTransactions::Hashes(
+                block
+                    .body
+                    .transactions
+                    .iter()
+                    .map(|tx| *tx.tx_hash())
+                    .collect(),
+            )
         };
         let uncles = block.body.ommers.iter().map(|h| h.hash_slow()).collect();
-        Block { header, uncles, transactions, withdrawals: block.body.withdrawals.clone() }
+        Block {
+            header,
+            uncles,
+            transactions,
+            withdrawals: block.body.withdrawals.clone(),
+        }
     }
 
     fn block_at(&self, number: Option<u64>) -> RpcResult<Option<Arc<StoredBlock>>> {
@@ -195,16 +244,25 @@ pub fn rpc_tx(block: &StoredBlock, index: usize) -> Transaction {
 
 /// geth's parsing of a storage key: hex, at most 32 bytes, left-padded.
 pub fn parse_storage_key(key: &Value) -> RpcResult<B256> {
-    let s = key.as_str().ok_or_else(|| RpcError::invalid_params(format!("invalid storage key: {key}")))?;
-    let hex = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    let s = key
+        .as_str()
+        .ok_or_else(|| RpcError::invalid_params(format!("invalid storage key: {key}")))?;
+    let hex = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
     if hex.len() > 64 {
-        return Err(RpcError::invalid_params(format!("storage key too long (want at most 32 bytes): \"{s}\"")));
+        return Err(RpcError::invalid_params(format!(
+            "storage key too long (want at most 32 bytes): \"{s}\""
+        )));
     }
     let padded = format!("{hex:0>64}");
     let mut out = [0u8; 32];
     for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(padded.get(2 * i..2 * i + 2).unwrap_or("zz"), 16)
-            .map_err(|_| RpcError::invalid_params(format!("invalid hex in storage key: \"{s}\"")))?;
+        *byte =
+            u8::from_str_radix(padded.get(2 * i..2 * i + 2).unwrap_or("zz"), 16).map_err(|_| {
+                RpcError::invalid_params(format!("invalid hex in storage key: \"{s}\""))
+            })?;
     }
     Ok(B256::from(out))
 }
@@ -231,24 +289,36 @@ impl EthApiServer for Eth {
         Ok(false)
     }
 
-    fn block_by_number(&self, block: BlockParam, full: Option<bool>) -> JsonRpcResult<Option<Block>> {
+    fn block_by_number(
+        &self,
+        block: BlockParam,
+        full: Option<bool>,
+    ) -> JsonRpcResult<Option<Block>> {
         let number = self.resolve(&block)?;
-        Ok(self.block_at(number)?.map(|b| self.rpc_block(&b, full.unwrap_or(false))))
+        Ok(self
+            .block_at(number)?
+            .map(|b| self.rpc_block(&b, full.unwrap_or(false))))
     }
 
     fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>> {
         let number = self.ctx.chain.block_number(&hash)?;
-        Ok(self.block_at(number)?.map(|b| self.rpc_block(&b, full.unwrap_or(false))))
+        Ok(self
+            .block_at(number)?
+            .map(|b| self.rpc_block(&b, full.unwrap_or(false))))
     }
 
     fn tx_count_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<U64>> {
         let number = self.resolve(&block)?;
-        Ok(self.block_at(number)?.map(|b| U64::from(b.body.transactions.len())))
+        Ok(self
+            .block_at(number)?
+            .map(|b| U64::from(b.body.transactions.len())))
     }
 
     fn tx_count_by_hash(&self, hash: B256) -> JsonRpcResult<Option<U64>> {
         let number = self.ctx.chain.block_number(&hash)?;
-        Ok(self.block_at(number)?.map(|b| U64::from(b.body.transactions.len())))
+        Ok(self
+            .block_at(number)?
+            .map(|b| U64::from(b.body.transactions.len())))
     }
 
     fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>> {
@@ -259,13 +329,24 @@ impl EthApiServer for Eth {
                 }
             }
         }
-        Ok(self.ctx.pool.get(&hash).map(|tx| Transaction::from_transaction(tx, TransactionInfo::default())))
+        Ok(self
+            .ctx
+            .pool
+            .get(&hash)
+            .map(|tx| Transaction::from_transaction(tx, TransactionInfo::default())))
     }
 
-    fn transaction_by_block_hash_and_index(&self, hash: B256, index: U64) -> JsonRpcResult<Option<Transaction>> {
+    fn transaction_by_block_hash_and_index(
+        &self,
+        hash: B256,
+        index: U64,
+    ) -> JsonRpcResult<Option<Transaction>> {
         let number = self.ctx.chain.block_number(&hash)?;
         let index = index.to::<u64>() as usize;
-        Ok(self.block_at(number)?.filter(|b| index < b.body.transactions.len()).map(|b| rpc_tx(&b, index)))
+        Ok(self
+            .block_at(number)?
+            .filter(|b| index < b.body.transactions.len())
+            .map(|b| rpc_tx(&b, index)))
     }
 
     fn transaction_by_block_number_and_index(
@@ -275,23 +356,41 @@ impl EthApiServer for Eth {
     ) -> JsonRpcResult<Option<Transaction>> {
         let number = self.resolve(&block)?;
         let index = index.to::<u64>() as usize;
-        Ok(self.block_at(number)?.filter(|b| index < b.body.transactions.len()).map(|b| rpc_tx(&b, index)))
+        Ok(self
+            .block_at(number)?
+            .filter(|b| index < b.body.transactions.len())
+            .map(|b| rpc_tx(&b, index)))
     }
 
     fn transaction_receipt(&self, hash: B256) -> JsonRpcResult<Option<TransactionReceipt>> {
-        let Some(loc) = self.ctx.chain.transaction_location(&hash)? else { return Ok(None) };
-        let Some(block) = self.ctx.chain.block(loc.block_number)? else { return Ok(None) };
-        let Some(receipts) = self.ctx.chain.receipts(loc.block_number)? else { return Ok(None) };
-        Ok(simnode_receipts::build_receipt(&self.ctx.spec, &block, &receipts, loc.index as usize)?)
+        let Some(loc) = self.ctx.chain.transaction_location(&hash)? else {
+            return Ok(None);
+        };
+        let Some(block) = self.ctx.chain.block(loc.block_number)? else {
+            return Ok(None);
+        };
+        let Some(receipts) = self.ctx.chain.receipts(loc.block_number)? else {
+            return Ok(None);
+        };
+        Ok(simnode_receipts::build_receipt(
+            &self.ctx.spec,
+            &block,
+            &receipts,
+            loc.index as usize,
+        )?)
     }
 
     fn balance(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<U256> {
-        Ok(self.state_value(block, |s| Ok(s.basic_ref(address)?.map(|a| a.balance).unwrap_or_default()))?)
+        Ok(self.state_value(block, |s| {
+            Ok(s.basic_ref(address)?.map(|a| a.balance).unwrap_or_default())
+        })?)
     }
 
     fn code(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<Bytes> {
         Ok(self.state_value(block, |s| {
-            let Some(info) = s.basic_ref(address)? else { return Ok(Bytes::new()) };
+            let Some(info) = s.basic_ref(address)? else {
+                return Ok(Bytes::new());
+            };
             if info.code_hash == revm::primitives::KECCAK_EMPTY {
                 return Ok(Bytes::new());
             }
@@ -303,9 +402,16 @@ impl EthApiServer for Eth {
         })?)
     }
 
-    fn storage_at(&self, address: Address, key: Value, block: Option<BlockParam>) -> JsonRpcResult<B256> {
+    fn storage_at(
+        &self,
+        address: Address,
+        key: Value,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<B256> {
         let key = parse_storage_key(&key)?;
-        Ok(self.state_value(block, |s| Ok(B256::from(s.storage_ref(address, key.into())?)))?)
+        Ok(self.state_value(block, |s| {
+            Ok(B256::from(s.storage_ref(address, key.into())?))
+        })?)
     }
 
     fn storage_values(
@@ -319,12 +425,18 @@ impl EthApiServer for Eth {
         let mut keys = std::collections::BTreeMap::new();
         let mut total = 0usize;
         for (address, slots) in &requests {
-            let parsed = slots.iter().map(parse_storage_key).collect::<RpcResult<Vec<_>>>()?;
+            let parsed = slots
+                .iter()
+                .map(parse_storage_key)
+                .collect::<RpcResult<Vec<_>>>()?;
             total += parsed.len();
             keys.insert(*address, parsed);
         }
         if total > 1024 {
-            return Err(RpcError::invalid_params(format!("too many slots (max 1024, got {total})")).into());
+            return Err(RpcError::invalid_params(format!(
+                "too many slots (max 1024, got {total})"
+            ))
+            .into());
         }
         Ok(self.state_value(block, |s| {
             keys.into_iter()
@@ -340,8 +452,13 @@ impl EthApiServer for Eth {
     }
 
     fn transaction_count(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<U64> {
-        let pending = matches!(block, Some(BlockParam::Tag(simnode_api::block_id::BlockTag::Pending)));
-        let stored = self.state_value(block, |s| Ok(s.basic_ref(address)?.map(|a| a.nonce).unwrap_or_default()))?;
+        let pending = matches!(
+            block,
+            Some(BlockParam::Tag(simnode_api::block_id::BlockTag::Pending))
+        );
+        let stored = self.state_value(block, |s| {
+            Ok(s.basic_ref(address)?.map(|a| a.nonce).unwrap_or_default())
+        })?;
         if pending {
             if let Some(next) = self.ctx.pool.pending_nonce(&address) {
                 return Ok(U64::from(next.max(stored)));
@@ -371,7 +488,9 @@ impl EthApiServer for Eth {
                     block_overrides.map(|b| *b),
                     ctx.limits.gas_cap,
                 )?;
-                let evm::Prepared { mut db, env, tx, .. } = prepared;
+                let evm::Prepared {
+                    mut db, env, tx, ..
+                } = prepared;
                 evm::call_output(evm::run(&mut db, &env, tx)?)
             })
             .await?)
@@ -388,9 +507,41 @@ impl EthApiServer for Eth {
             .run_blocking(move |ctx| {
                 let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
                 let state = ctx.chain.state_at(number)?;
-                let prepared =
-                    evm::prepare(&ctx.spec, &header, state, request, state_overrides, None, ctx.limits.gas_cap)?;
+                let prepared = evm::prepare(
+                    &ctx.spec,
+                    &header,
+                    state,
+                    request,
+                    state_overrides,
+                    None,
+                    ctx.limits.gas_cap,
+                )?;
                 evm::estimate(prepared, header.gas_limit, ctx.limits.gas_cap).map(U64::from)
+            })
+            .await?)
+    }
+
+    async fn create_access_list(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+    ) -> JsonRpcResult<alloy::eips::eip2930::AccessListResult> {
+        let number = self.state_block(block)?;
+        Ok(self
+            .run_blocking(move |ctx| {
+                let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
+                let state = ctx.chain.state_at(number)?;
+                let prepared = evm::prepare(
+                    &ctx.spec,
+                    &header,
+                    state,
+                    request,
+                    state_overrides,
+                    None,
+                    ctx.limits.gas_cap,
+                )?;
+                evm::create_access_list(prepared)
             })
             .await?)
     }
@@ -421,7 +572,12 @@ impl EthApiServer for Eth {
         newest: BlockParam,
         percentiles: Option<Vec<f64>>,
     ) -> JsonRpcResult<FeeHistory> {
-        Ok(fees::fee_history(&self.ctx, &count, &newest, percentiles.as_deref())?)
+        Ok(fees::fee_history(
+            &self.ctx,
+            &count,
+            &newest,
+            percentiles.as_deref(),
+        )?)
     }
 
     fn logs(&self, filter: Value) -> JsonRpcResult<Vec<Log>> {
@@ -446,7 +602,10 @@ mod tests {
     #[test]
     fn storage_keys_parse_like_geth() {
         assert_eq!(parse_storage_key(&json!("0x00")).unwrap(), B256::ZERO);
-        assert_eq!(parse_storage_key(&json!("0x1")).unwrap(), B256::with_last_byte(1));
+        assert_eq!(
+            parse_storage_key(&json!("0x1")).unwrap(),
+            B256::with_last_byte(1)
+        );
         let long = format!("0x{}", "0".repeat(65));
         let e = parse_storage_key(&json!(long)).unwrap_err();
         assert_eq!(e.code(), -32602);

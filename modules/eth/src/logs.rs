@@ -7,11 +7,17 @@ use alloy::{
 use serde_json::Value;
 use simnode_api::{block_id::BlockTag, BlockParam, ModuleContext, RpcError, RpcResult};
 
-fn resolve_bound(ctx: &ModuleContext, bound: Option<BlockNumberOrTag>, default_latest: u64) -> RpcResult<Option<u64>> {
+fn resolve_bound(
+    ctx: &ModuleContext,
+    bound: Option<BlockNumberOrTag>,
+    default_latest: u64,
+) -> RpcResult<Option<u64>> {
     let param = match bound {
         None => return Ok(Some(default_latest)),
         Some(BlockNumberOrTag::Number(n)) => return Ok(Some(n)),
-        Some(BlockNumberOrTag::Latest | BlockNumberOrTag::Pending) => BlockParam::Tag(BlockTag::Latest),
+        Some(BlockNumberOrTag::Latest | BlockNumberOrTag::Pending) => {
+            BlockParam::Tag(BlockTag::Latest)
+        }
         Some(BlockNumberOrTag::Earliest) => BlockParam::Tag(BlockTag::Earliest),
         Some(BlockNumberOrTag::Safe) => BlockParam::Tag(BlockTag::Safe),
         Some(BlockNumberOrTag::Finalized) => BlockParam::Tag(BlockTag::Finalized),
@@ -22,7 +28,9 @@ fn resolve_bound(ctx: &ModuleContext, bound: Option<BlockNumberOrTag>, default_l
 pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
     if let Some(obj) = raw.as_object() {
         let has_hash = obj.get("blockHash").is_some_and(|v| !v.is_null());
-        let has_range = ["fromBlock", "toBlock"].iter().any(|k| obj.get(*k).is_some_and(|v| !v.is_null()));
+        let has_range = ["fromBlock", "toBlock"]
+            .iter()
+            .any(|k| obj.get(*k).is_some_and(|v| !v.is_null()));
         if has_hash && has_range {
             return Err(RpcError::invalid_params(
                 "invalid argument 0: cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other",
@@ -34,19 +42,29 @@ pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
     let head = ctx.chain.head().latest;
     let (from, to) = match filter.block_option {
         FilterBlockOption::AtBlockHash(hash) => {
-            let n = ctx.chain.block_number(&hash)?.ok_or_else(|| RpcError::Server("unknown block".into()))?;
+            let n = ctx
+                .chain
+                .block_number(&hash)?
+                .ok_or_else(|| RpcError::Server("unknown block".into()))?;
             (n, n)
         }
-        FilterBlockOption::Range { from_block, to_block } => {
+        FilterBlockOption::Range {
+            from_block,
+            to_block,
+        } => {
             if let Some(BlockNumberOrTag::Number(n)) = to_block {
                 if n > head {
-                    return Err(RpcError::invalid_params("block range extends beyond current head block"));
+                    return Err(RpcError::invalid_params(
+                        "block range extends beyond current head block",
+                    ));
                 }
             }
             let from = resolve_bound(ctx, from_block, head)?.ok_or(RpcError::HeaderNotFound)?;
             let to = resolve_bound(ctx, to_block, head)?.ok_or(RpcError::HeaderNotFound)?;
             if from > head {
-                return Err(RpcError::invalid_params("block range extends beyond current head block"));
+                return Err(RpcError::invalid_params(
+                    "block range extends beyond current head block",
+                ));
             }
             if from > to {
                 return Err(RpcError::invalid_params("invalid block range params"));
@@ -63,12 +81,18 @@ pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
     }
     let mut out = Vec::new();
     for number in from..=to {
-        let Some(header) = ctx.chain.header(number)? else { break };
+        let Some(header) = ctx.chain.header(number)? else {
+            break;
+        };
         if !filter.matches_bloom(header.logs_bloom) {
             continue;
         }
-        let Some(block) = ctx.chain.block(number)? else { break };
-        let Some(receipts) = ctx.chain.receipts(number)? else { continue };
+        let Some(block) = ctx.chain.block(number)? else {
+            break;
+        };
+        let Some(receipts) = ctx.chain.receipts(number)? else {
+            continue;
+        };
         let mut log_index = 0u64;
         for (tx_index, receipt) in receipts.iter().enumerate() {
             let count = receipt.logs().len() as u64;

@@ -19,12 +19,18 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
         return Err(RpcError::invalid_params("empty transaction data"));
     }
     let mut buf = raw;
-    let tx =
-        TxEnvelope::decode_2718(&mut buf).map_err(|e| RpcError::invalid_params(format!("invalid transaction: {e}")))?;
+    let tx = TxEnvelope::decode_2718(&mut buf)
+        .map_err(|e| RpcError::invalid_params(format!("invalid transaction: {e}")))?;
     if !buf.is_empty() {
-        return Err(RpcError::invalid_params("invalid transaction: trailing bytes"));
+        return Err(RpcError::invalid_params(
+            "invalid transaction: trailing bytes",
+        ));
     }
-    let limit = if tx.is_eip4844() { BLOB_TX_MAX_SIZE } else { TX_MAX_SIZE };
+    let limit = if tx.is_eip4844() {
+        BLOB_TX_MAX_SIZE
+    } else {
+        TX_MAX_SIZE
+    };
     if raw.len() > limit {
         return Err(RpcError::Server("oversized data".into()));
     }
@@ -36,10 +42,14 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
             )));
         }
     }
-    let sender = tx.recover_signer().map_err(|_| RpcError::Server("invalid sender".into()))?;
+    let sender = tx
+        .recover_signer()
+        .map_err(|_| RpcError::Server("invalid sender".into()))?;
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
-            return Err(RpcError::Server("max priority fee per gas higher than max fee per gas".into()));
+            return Err(RpcError::Server(
+                "max priority fee per gas higher than max fee per gas".into(),
+            ));
         }
     }
     let head = ctx.chain.head().latest;
@@ -61,7 +71,11 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     let state = ctx.chain.state_at(head)?;
     let account = state.basic_ref(sender)?.unwrap_or_default();
     if tx.nonce() < account.nonce {
-        return Err(RpcError::Server(format!("nonce too low: next nonce {}, tx nonce {}", account.nonce, tx.nonce())));
+        return Err(RpcError::Server(format!(
+            "nonce too low: next nonce {}, tx nonce {}",
+            account.nonce,
+            tx.nonce()
+        )));
     }
     let mut cost = U256::from(tx.gas_limit()) * U256::from(tx.max_fee_per_gas()) + tx.value();
     if let Some(blob_gas) = tx.blob_gas_used() {
@@ -74,7 +88,10 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
             cost - account.balance
         )));
     }
-    ctx.pool.insert(alloy::consensus::transaction::Recovered::new_unchecked(tx, sender))
+    ctx.pool
+        .insert(alloy::consensus::transaction::Recovered::new_unchecked(
+            tx, sender,
+        ))
 }
 
 /// Intrinsic gas: base cost, calldata, creation, access list and authorizations.
@@ -94,7 +111,13 @@ fn intrinsic_gas(tx: &TxEnvelope, spec: revm::primitives::hardfork::SpecId) -> u
         }
     }
     if let Some(list) = tx.access_list() {
-        gas += list.0.len() as u64 * 2400 + list.0.iter().map(|i| i.storage_keys.len() as u64).sum::<u64>() * 1900;
+        gas += list.0.len() as u64 * 2400
+            + list
+                .0
+                .iter()
+                .map(|i| i.storage_keys.len() as u64)
+                .sum::<u64>()
+                * 1900;
     }
     if let Some(auths) = tx.authorization_list() {
         gas += auths.len() as u64 * 25_000;
