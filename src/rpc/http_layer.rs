@@ -50,6 +50,11 @@ impl Transport {
 #[derive(Debug, Clone)]
 pub struct LimitedMarker(pub FrontDoorError);
 
+/// Put on the answer to a notification (or a batch of only notifications) by the RPC middleware:
+/// JSON-RPC says there is no answer, but jsonrpsee writes `null`; this layer sends an empty body.
+#[derive(Debug, Clone, Copy)]
+pub struct NoAnswer;
+
 /// Held in the extensions of a WebSocket connection for as long as jsonrpsee keeps the
 /// connection's extensions, which is the connection's lifetime: dropping it frees the slot.
 #[derive(Debug)]
@@ -280,6 +285,10 @@ where
                         response.headers_mut().insert(header::RETRY_AFTER, value);
                     }
                 }
+            }
+            if response.extensions_mut().remove::<NoAnswer>().is_some() {
+                *response.body_mut() = jsonrpsee::server::HttpBody::empty();
+                response.headers_mut().remove(header::CONTENT_LENGTH);
             }
             metrics::http_response(response.status().as_u16());
             Ok(response)

@@ -18,7 +18,7 @@ use jsonrpsee::{
 
 use super::{
     error::FrontDoorError,
-    http_layer::{AuthedKey, LimitedMarker, Transport},
+    http_layer::{AuthedKey, LimitedMarker, NoAnswer, Transport},
     metrics,
     policy::MethodPolicy,
 };
@@ -86,6 +86,13 @@ fn charge(extensions: &http::Extensions, n: usize) -> Result<(), FrontDoorError>
 fn limited_response(id: jsonrpsee::types::Id<'_>, err: FrontDoorError) -> MethodResponse {
     let mut response = MethodResponse::error(id, err.to_error_object());
     response.extensions_mut().insert(LimitedMarker(err));
+    response
+}
+
+/// The (empty) answer to notifications, marked so that HTTP sends no body.
+fn no_answer() -> MethodResponse {
+    let mut response = MethodResponse::notification();
+    response.extensions_mut().insert(NoAnswer);
     response
 }
 
@@ -221,7 +228,7 @@ where
             }
 
             let mut response = if builder.is_empty() && got_notification {
-                MethodResponse::notification()
+                no_answer()
             } else {
                 // An empty batch is answered with one "invalid request" by the builder, as the
                 // JSON-RPC spec asks.
@@ -243,14 +250,14 @@ where
         async move {
             // A notification gets no answer, but it is still a request the key pays for.
             if let Err(err) = charge(n.extensions(), 1) {
-                let mut response = MethodResponse::notification();
+                let mut response = no_answer();
                 response.extensions_mut().insert(LimitedMarker(err));
                 return response;
             }
-            if shared.policy.check(n.method_name()).is_err() {
-                return MethodResponse::notification();
+            if shared.policy.check(n.method_name()).is_ok() {
+                inner.notification(n).await;
             }
-            inner.notification(n).await
+            no_answer()
         }
     }
 }

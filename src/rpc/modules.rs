@@ -1,10 +1,24 @@
 //! The module registry: every RPC module's methods merged into one set for the server.
 
+use anyhow::Context as _;
 use jsonrpsee::Methods;
 use simnode_api::ModuleContext;
 
-/// All methods simnode serves. Registering a module is one `merge` here.
-pub fn all_modules(_ctx: &ModuleContext) -> anyhow::Result<Methods> {
-    let methods = Methods::new();
+/// All methods simnode serves. Registering a module is one `merge` here; a name served twice is
+/// a start-up error rather than one module silently shadowing another.
+pub fn all_modules(ctx: &ModuleContext) -> anyhow::Result<Methods> {
+    let mut methods = Methods::new();
+    methods
+        .merge(simnode_eth::rpc_module(ctx.clone()))
+        .context("registering the eth module")?;
+    methods
+        .merge(simnode_simulate::rpc_module(ctx.clone()))
+        .context("registering the simulate module")?;
+    methods
+        .merge(simnode_receipts::rpc_module(ctx.clone()))
+        .context("registering the receipts module")?;
+    methods
+        .merge(simnode_trace::rpc_module(ctx.clone()))
+        .context("registering the trace module")?;
     Ok(methods)
 }

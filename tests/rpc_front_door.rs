@@ -1,0 +1,811 @@
+//! The RPC front door as a client sees it: a server started in-process with a few test methods,
+//! spoken to over real HTTP and WebSocket connections. Keys are managed the way a user does it,
+//! through `simnode keys ...` (parsed by the real CLI).
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use clap::Parser;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use jsonrpsee::{types::ErrorObjectOwned, RpcModule};
+use serde_json::{json, Value};
+use simnode::{
+    cli::{Cli, Command},
+    rpc::{self, RpcArgs, RpcConfig, RpcServerHandle},
+};
+use simnode_api::ApiKeyId;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("simnode-rpc-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// `simnode keys ARGS... --datadir DIR`, returning what it printed.
+fn keys_cli(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let mut argv = vec!["simnode", "keys"];
+    argv.extend_from_slice(args);
+    let dir = dir.to_string_lossy().into_owned();
+    argv.extend_from_slice(&["--datadir", &dir]);
+    let cli = Cli::try_parse_from(argv)?;
+    let Command::Keys(args) = cli.command else {
+        anyhow::bail!("not a keys command")
+    };
+    let mut out = Vec::new();
+    rpc::keys::run_to(args, &mut out)?;
+    Ok(String::from_utf8(out)?)
+}
+
+/// `simnode keys add NAME [LIMITS]`: returns the new key (the first line printed).
+fn add_key(dir: &Path, name: &str, limits: &[&str]) -> String {
+    let mut args = vec!["add", name];
+    args.extend_from_slice(limits);
+    let out = keys_cli(dir, &args).expect("keys add");
+    out.lines().next().expect("key line").trim().to_string()
+}
+
+fn test_methods() -> RpcModule<()> {
+    let mut module = RpcModule::new(());
+    module
+        .register_method("test_echo", |params, _, _| params.one::<Value>())
+        .expect("register");
+    module
+        .register_method("test_whoami", |_, _, ext| {
+            ext.get::<ApiKeyId>()
+                .map(|id| id.0.to_string())
+                .unwrap_or_default()
+        })
+        .expect("register");
+    module
+        .register_method("test_add", |params, _, _| {
+            let (a, b): (u64, u64) = params.parse()?;
+            Ok::<_, ErrorObjectOwned>(a + b)
+        })
+        .expect("register");
+    module
+        .register_method("test_big", |params, _, _| {
+            let n: usize = params.one()?;
+            Ok::<_, ErrorObjectOwned>("x".repeat(n))
+        })
+        .expect("register");
+    module
+        .register_async_method("test_sleep", |params, _, _| async move {
+            let ms: u64 = params.one()?;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok::<_, ErrorObjectOwned>(ms)
+        })
+        .expect("register");
+    module
+        .register_method("eth_simulateV1", |_, _, _| "simulated")
+        .expect("register");
+    module
+}
+
+struct Node {
+    server: RpcServerHandle,
+    dir: PathBuf,
+}
+
+impl Node {
+    async fn start(name: &str, network: &str, tweak: impl FnOnce(&mut RpcArgs)) -> Self {
+        let dir = tempdir(name);
+        Self::start_in(dir, network, tweak).await
+    }
+
+    async fn start_in(dir: PathBuf, network: &str, tweak: impl FnOnce(&mut RpcArgs)) -> Self {
+        let mut args = RpcArgs {
+            http_port: 0,
+            ..RpcArgs::default()
+        };
+        tweak(&mut args);
+        let mut config = RpcConfig::from_args(&args, Some(&dir), network, None);
+        // Tests should not wait a second for `keys revoke` to show.
+        config.key_refresh = Duration::from_millis(50);
+        let server = rpc::start(config, test_methods())
+            .await
+            .expect("server starts");
+        Self { server, dir }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    async fn post(&self, path: &str, body: &str) -> Reply {
+        http(
+            self.addr(),
+            "POST",
+            path,
+            Some("application/json"),
+            body.as_bytes().to_vec(),
+        )
+        .await
+    }
+
+    async fn call(&self, key: &str, method: &str, params: Value) -> Reply {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        self.post(&format!("/v3/{key}"), &body).await
+    }
+
+    async fn ws(&self, key: &str) -> Ws {
+        let url = format!("ws://{}/ws/v3/{key}", self.addr());
+        let (socket, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("websocket connects");
+        Ws(socket)
+    }
+
+    /// The status a WebSocket handshake is refused with.
+    async fn ws_refused(&self, path: &str) -> (u16, Value) {
+        let url = format!("ws://{}{path}", self.addr());
+        match tokio_tungstenite::connect_async(url).await {
+            Err(tungstenite::Error::Http(response)) => {
+                let body = response.body().clone().unwrap_or_default();
+                (
+                    response.status().as_u16(),
+                    serde_json::from_slice(&body).unwrap_or(Value::Null),
+                )
+            }
+            Err(other) => panic!("unexpected handshake error {other}"),
+            Ok(_) => panic!("handshake to {path} should have been refused"),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: http::HeaderMap,
+    text: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+    }
+    fn error_code(&self) -> i64 {
+        self.json()["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no error in {}", self.text))
+    }
+    fn error_message(&self) -> String {
+        self.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> Reply {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .expect("handshake");
+    tokio::spawn(conn);
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
+    if let Some(ct) = content_type {
+        request = request.header("content-type", ct);
+    }
+    let request = request.body(Full::new(Bytes::from(body))).expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    Reply {
+        status,
+        headers,
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+struct Ws(
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+);
+
+impl Ws {
+    async fn send(&mut self, text: String) {
+        self.0
+            .send(Message::Text(text.into()))
+            .await
+            .expect("ws send");
+    }
+
+    async fn recv(&mut self) -> Value {
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(5), self.0.next())
+                .await
+                .expect("ws answer in time")
+                .expect("ws open")
+                .expect("ws frame");
+            match msg {
+                Message::Text(text) => {
+                    return serde_json::from_str(text.as_str()).expect("ws JSON")
+                }
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => panic!("unexpected ws message {other:?}"),
+            }
+        }
+    }
+
+    async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        )
+        .await;
+        self.recv().await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths and keys
+
+#[tokio::test]
+async fn only_the_two_doors_exist() {
+    let node = Node::start("paths", "dev", |_| {}).await;
+    let key = add_key(&node.dir, "alice", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    let ok = node.call(&key, "test_echo", json!(["hi"])).await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    assert_eq!(
+        ok.json(),
+        json!({"jsonrpc": "2.0", "id": 1, "result": "hi"})
+    );
+
+    for (method, path) in [
+        ("POST", "/".to_string()),
+        ("POST", "/v2/abc".to_string()),
+        ("POST", format!("/v3/{key}/extra")),
+        ("GET", format!("/v3/{key}")),
+        ("POST", format!("/ws/v3/{key}")),
+        ("GET", format!("/ws/v3/{key}")), // not an upgrade request
+    ] {
+        let reply = http(
+            node.addr(),
+            method,
+            &path,
+            Some("application/json"),
+            b"{}".to_vec(),
+        )
+        .await;
+        assert_eq!(reply.status, 404, "{method} {path}: {reply:?}");
+        assert_eq!(reply.error_code(), -32600);
+        assert_eq!(reply.json()["id"], Value::Null);
+    }
+    node.server.stop();
+}
+
+#[tokio::test]
+async fn keys_are_required_checked_and_revocable() {
+    let node = Node::start("auth", "dev", |_| {}).await;
+
+    let missing = node.post("/v3/", "{}").await;
+    assert_eq!(missing.status, 401);
+    assert_eq!(
+        missing.json(),
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": "project id required in the URL"}})
+    );
+
+    let unknown = node
+        .call("0123456789abcdef0123456789abcdef", "test_echo", json!([1]))
+        .await;
+    assert_eq!(unknown.status, 401);
+    assert_eq!(
+        unknown.json(),
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": "invalid project id"}})
+    );
+
+    // A key added while the server runs works within the refresh interval, and the method sees it.
+    let key = add_key(&node.dir, "bob", &[]);
+    assert_eq!(key.len(), 32, "128-bit hex key: {key}");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let who = node.call(&key, "test_whoami", json!([])).await;
+    assert_eq!(who.status, 200);
+    let id = who.json()["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(id.len(), 8, "methods see the key's public id, not the key");
+    assert!(keys_cli(&node.dir, &["list"])
+        .expect("list")
+        .contains(&format!("{id:<10} bob")));
+
+    // Revoked (by id, as `keys list` shows it): 401 on HTTP and on the WebSocket handshake.
+    let out = keys_cli(&node.dir, &["revoke", &id]).expect("revoke");
+    assert!(out.contains("revoked"), "{out}");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let revoked = node.call(&key, "test_echo", json!([1])).await;
+    assert_eq!(revoked.status, 401);
+    assert_eq!(revoked.error_code(), -32001);
+    assert_eq!(revoked.error_message(), "project id revoked");
+    let list = keys_cli(&node.dir, &["list"]).expect("list");
+    assert!(list.contains("revoked"), "{list}");
+
+    let (status, body) = node.ws_refused(&format!("/ws/v3/{key}")).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["message"], "project id revoked");
+    let (status, body) = node.ws_refused("/ws/v3/nope").await;
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["message"], "invalid project id");
+    let (status, _) = node.ws_refused("/ws/v3/").await;
+    assert_eq!(status, 401);
+
+    node.server.stop();
+    node.server.stopped().await;
+}
+
+#[tokio::test]
+async fn cli_keys_and_dev_key_creation() {
+    let dir = tempdir("cli-keys");
+    // First --dev start creates a key; the next one finds it.
+    let created = rpc::keys::ensure_dev_key(&dir).expect("dev key");
+    let dev_key = created.expect("a key is created when none is stored");
+    assert!(rpc::keys::ensure_dev_key(&dir).expect("dev key").is_none());
+
+    let node = Node::start_in(dir, "dev", |args| {
+        args.api_keys = vec!["my-run-key".to_string()]
+    })
+    .await;
+    assert_eq!(
+        node.call("my-run-key", "test_echo", json!([7]))
+            .await
+            .json()["result"],
+        7
+    );
+    assert_eq!(
+        node.call(&dev_key, "test_echo", json!([8])).await.json()["result"],
+        8
+    );
+
+    assert!(keys_cli(&node.dir, &["revoke", "no-such-key"]).is_err());
+    node.server.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP protocol checks
+
+#[tokio::test]
+async fn content_type_and_body_size() {
+    let node = Node::start("http-limits", "dev", |args| args.max_request_size = 1024).await;
+    let key = add_key(&node.dir, "carol", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let path = format!("/v3/{key}");
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"test_echo","params":[1]}"#.to_vec();
+
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+    ] {
+        let reply = http(node.addr(), "POST", &path, content_type, body.clone()).await;
+        assert_eq!(reply.status, 415, "{content_type:?}");
+        assert_eq!(reply.error_code(), -32600);
+    }
+    let ok = http(
+        node.addr(),
+        "POST",
+        &path,
+        Some("application/json; charset=utf-8"),
+        body,
+    )
+    .await;
+    assert_eq!(ok.status, 200);
+
+    let big =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "test_echo", "params": ["y".repeat(2000)]})
+            .to_string();
+    let reply = node.post(&path, &big).await;
+    assert_eq!(reply.status, 413);
+    assert_eq!(reply.error_code(), -32007);
+    node.server.stop();
+}
+
+#[tokio::test]
+async fn json_rpc_conformance() {
+    let node = Node::start("conformance", "dev", |args| {
+        args.max_batch_size = 3;
+        args.max_response_size = 4096;
+    })
+    .await;
+    let key = add_key(&node.dir, "dave", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let path = format!("/v3/{key}");
+
+    let parse = node.post(&path, r#"{"jsonrpc":"2.0","id":1,"#).await;
+    assert_eq!(parse.error_code(), -32700, "{parse:?}");
+
+    let invalid = node.post(&path, r#"{"jsonrpc":"2.0","id":1}"#).await;
+    assert_eq!(invalid.error_code(), -32600, "{invalid:?}");
+
+    let empty_batch = node.post(&path, "[]").await;
+    assert_eq!(empty_batch.error_code(), -32600, "{empty_batch:?}");
+
+    let unknown = node.call(&key, "eth_noSuchMethod", json!([])).await;
+    assert_eq!(unknown.status, 200);
+    assert_eq!(unknown.error_code(), -32601);
+
+    let bad_params = node.call(&key, "test_add", json!(["one", 2])).await;
+    assert_eq!(bad_params.error_code(), -32602, "{bad_params:?}");
+
+    // A notification gets no answer; in a batch only the calls are answered.
+    let notification = node
+        .post(
+            &path,
+            r#"{"jsonrpc":"2.0","method":"test_echo","params":[1]}"#,
+        )
+        .await;
+    assert_eq!(notification.status, 200);
+    assert_eq!(notification.text, "");
+    let batch = node
+        .post(
+            &path,
+            r#"[{"jsonrpc":"2.0","id":"a","method":"test_add","params":[1,2]},
+                {"jsonrpc":"2.0","method":"test_echo","params":[1]},
+                {"jsonrpc":"2.0","id":"b","method":"nope"}]"#,
+        )
+        .await;
+    assert_eq!(
+        batch.json(),
+        json!([
+            {"jsonrpc": "2.0", "id": "a", "result": 3},
+            {"jsonrpc": "2.0", "id": "b", "error": {"code": -32601, "message": "Method not found"}}
+        ])
+    );
+
+    // Over the batch limit: one error for the whole batch.
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"test_add","params":[1,2]}"#;
+    let too_many = node
+        .post(&path, &format!("[{call},{call},{call},{call}]"))
+        .await;
+    assert_eq!(too_many.json()["error"]["code"], -32010, "{too_many:?}");
+    assert_eq!(too_many.json()["id"], Value::Null);
+
+    // Response size limit.
+    let big = node.call(&key, "test_big", json!([10_000])).await;
+    assert_eq!(big.error_code(), -32008, "{big:?}");
+    node.server.stop();
+}
+
+#[tokio::test]
+async fn method_policy_follows_the_network() {
+    let hoodi = Node::start("policy-hoodi", "hoodi", |_| {}).await;
+    let key = add_key(&hoodi.dir, "erin", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let reply = hoodi.call(&key, "eth_simulateV1", json!([{}])).await;
+    assert_eq!(reply.error_code(), -32601);
+    assert_eq!(
+        reply.error_message(),
+        "the method eth_simulateV1 is not available on hoodi"
+    );
+    hoodi.server.stop();
+
+    for network in ["mainnet", "sepolia", "dev", "custom"] {
+        let node = Node::start(&format!("policy-{network}"), network, |_| {}).await;
+        let key = add_key(&node.dir, "erin", &[]);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(
+            node.call(&key, "eth_simulateV1", json!([{}])).await.json()["result"],
+            "simulated"
+        );
+        node.server.stop();
+    }
+
+    let allowed = Node::start("policy-allow", "hoodi", |args| {
+        args.allow_methods = vec!["eth_simulateV1".to_string()]
+    })
+    .await;
+    let key = add_key(&allowed.dir, "erin", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        allowed
+            .call(&key, "eth_simulateV1", json!([{}]))
+            .await
+            .json()["result"],
+        "simulated"
+    );
+    allowed.server.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rate limits
+
+#[tokio::test]
+async fn rate_limit_answers_429_then_recovers_after_the_backoff() {
+    let node = Node::start("rate", "dev", |_| {}).await;
+    let key = add_key(&node.dir, "frank", &["--rps", "2", "--burst", "2"]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
+    assert_eq!(node.call(&key, "test_echo", json!([2])).await.status, 200);
+    let limited = node.call(&key, "test_echo", json!([3])).await;
+    assert_eq!(limited.status, 429, "{limited:?}");
+    let body = limited.json();
+    assert_eq!(body["id"], 1, "the error answers the request");
+    assert_eq!(body["error"]["code"], -32005);
+    assert_eq!(body["error"]["message"], "project ID request rate exceeded");
+    assert_eq!(body["error"]["data"]["allowed_rps"], 2.0);
+    let backoff = body["error"]["data"]["backoff_seconds"]
+        .as_f64()
+        .expect("backoff_seconds");
+    assert!(backoff > 0.0 && backoff <= 0.5, "{backoff}");
+    assert_eq!(
+        limited
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+
+    tokio::time::sleep(Duration::from_secs_f64(backoff + 0.02)).await;
+    let recovered = node.call(&key, "test_echo", json!([4])).await;
+    assert_eq!(recovered.status, 200, "{recovered:?}");
+
+    // Limits can be changed while the node runs.
+    keys_cli(&node.dir, &["limit", &key, "--rps", "0"]).expect("keys limit");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    for i in 0..20 {
+        assert_eq!(node.call(&key, "test_echo", json!([i])).await.status, 200);
+    }
+    node.server.stop();
+}
+
+#[tokio::test]
+async fn a_batch_counts_each_item() {
+    let node = Node::start("rate-batch", "dev", |_| {}).await;
+    let key = add_key(&node.dir, "grace", &["--rps", "1", "--burst", "5"]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let path = format!("/v3/{key}");
+    let batch = |ids: std::ops::Range<u32>| {
+        Value::Array(
+            ids.map(
+                |id| json!({"jsonrpc": "2.0", "id": id, "method": "test_add", "params": [id, 1]}),
+            )
+            .collect(),
+        )
+        .to_string()
+    };
+
+    let first = node.post(&path, &batch(0..3)).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.json().as_array().map(Vec::len), Some(3));
+
+    // Two tokens left: a batch of three is refused whole, each item answered with the error.
+    let second = node.post(&path, &batch(10..13)).await;
+    assert_eq!(second.status, 429, "{second:?}");
+    let items = second.json();
+    let items = items.as_array().expect("batch answer");
+    assert_eq!(items.len(), 3);
+    for (item, id) in items.iter().zip(10..) {
+        assert_eq!(item["id"], id);
+        assert_eq!(item["error"]["code"], -32005);
+        assert_eq!(item["error"]["data"]["allowed_rps"], 1.0);
+    }
+
+    // The two tokens are still there for single calls.
+    assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
+    assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
+    assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 429);
+    node.server.stop();
+}
+
+#[tokio::test]
+async fn daily_quota() {
+    let node = Node::start("quota", "dev", |args| args.daily_quota = 2).await;
+    let key = add_key(&node.dir, "heidi", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
+    assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
+    let over = node.call(&key, "test_echo", json!([1])).await;
+    assert_eq!(over.status, 429);
+    assert_eq!(over.error_code(), -32005);
+    assert_eq!(over.json()["error"]["data"]["allowed_per_day"], 2);
+    let backoff = over.json()["error"]["data"]["backoff_seconds"]
+        .as_f64()
+        .unwrap_or(-1.0);
+    assert!(
+        backoff > 0.0 && backoff <= 86_400.0,
+        "seconds until UTC midnight: {backoff}"
+    );
+    node.server.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebSocket
+
+#[tokio::test]
+async fn websocket_calls_limits_and_ping() {
+    let node = Node::start("ws", "hoodi", |args| {
+        args.max_request_size = 1024;
+        args.max_ws_connections = 2;
+    })
+    .await;
+    let key = add_key(&node.dir, "ivan", &["--rps", "1", "--burst", "2"]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    let mut ws = node.ws(&key).await;
+    assert_eq!(
+        ws.call(1, "test_add", json!([2, 3])).await,
+        json!({"jsonrpc": "2.0", "id": 1, "result": 5})
+    );
+    let who = ws.call(2, "test_whoami", json!([])).await;
+    assert_eq!(who["result"].as_str().map(str::len), Some(8));
+
+    // Third message within the second: answered with the rate error, connection stays open.
+    let limited = ws.call(3, "test_echo", json!(["x"])).await;
+    assert_eq!(limited["id"], 3);
+    assert_eq!(limited["error"]["code"], -32005);
+    assert_eq!(
+        limited["error"]["message"],
+        "project ID request rate exceeded"
+    );
+    let backoff = limited["error"]["data"]["backoff_seconds"]
+        .as_f64()
+        .expect("backoff");
+    tokio::time::sleep(Duration::from_secs_f64(backoff + 0.02)).await;
+    assert_eq!(ws.call(4, "test_echo", json!(["y"])).await["result"], "y");
+
+    // Other errors arrive in-band too.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let policy = ws.call(5, "eth_simulateV1", json!([{}])).await;
+    assert_eq!(policy["error"]["code"], -32601);
+    ws.send("{not json".to_string()).await;
+    assert_eq!(ws.recv().await["error"]["code"], -32700);
+    ws.send(
+        json!({"jsonrpc": "2.0", "id": 6, "method": "test_echo", "params": ["z".repeat(2000)]})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(
+        ws.recv().await["error"]["code"],
+        -32007,
+        "message size limit"
+    );
+
+    // Ping is answered with pong.
+    ws.0.send(Message::Ping(Bytes::from_static(b"are you there")))
+        .await
+        .expect("ping");
+    let pong = loop {
+        match tokio::time::timeout(Duration::from_secs(5), ws.0.next())
+            .await
+            .expect("pong in time")
+        {
+            Some(Ok(Message::Pong(payload))) => break payload,
+            Some(Ok(_)) => continue,
+            other => panic!("no pong: {other:?}"),
+        }
+    };
+    assert_eq!(&pong[..], b"are you there");
+
+    // Connection limit: two open, the third is refused.
+    let _second = node.ws(&key).await;
+    let (status, body) = node.ws_refused(&format!("/ws/v3/{key}")).await;
+    assert_eq!(status, 503);
+    assert_eq!(body["error"]["code"], -32005);
+    // Closing one frees its slot.
+    ws.0.close(None).await.expect("close");
+    drop(ws);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let url = format!("ws://{}/ws/v3/{key}", node.addr());
+        if tokio_tungstenite::connect_async(url).await.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slot was not freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.server.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown
+
+#[tokio::test]
+async fn graceful_shutdown_finishes_requests_in_flight() {
+    let node = Node::start("shutdown", "dev", |_| {}).await;
+    let key = add_key(&node.dir, "judy", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let addr = node.addr();
+
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "test_sleep", "params": [500]}).to_string();
+    let path = format!("/v3/{key}");
+    let in_flight = tokio::spawn(async move {
+        http(
+            addr,
+            "POST",
+            &path,
+            Some("application/json"),
+            body.into_bytes(),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    node.server.stop();
+    let reply = in_flight.await.expect("request task");
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json()["result"], 500);
+    tokio::time::timeout(Duration::from_secs(5), node.server.stopped())
+        .await
+        .expect("server stops");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no longer accepting"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+
+#[tokio::test]
+async fn prometheus_metrics() {
+    // Pick a free port for the metrics listener.
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port");
+    let dir = tempdir("metrics");
+    let args = RpcArgs {
+        http_port: 0,
+        ..RpcArgs::default()
+    };
+    let mut config = RpcConfig::from_args(&args, Some(&dir), "dev", Some(metrics_addr));
+    config.key_refresh = Duration::from_millis(50);
+    let key = add_key(&dir, "mallory", &[]);
+    let server = rpc::start(config, test_methods())
+        .await
+        .expect("server starts");
+    let node = Node { server, dir };
+
+    assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
+    assert_eq!(
+        node.call(&key, "no_such", json!([])).await.error_code(),
+        -32601
+    );
+    assert_eq!(node.call("bad", "test_echo", json!([1])).await.status, 401);
+    rpc::metrics::set_head_block(42);
+    rpc::metrics::record_block_gas(30_000_000, Duration::from_millis(100));
+
+    let scrape = http(metrics_addr, "GET", "/metrics", None, Vec::new()).await;
+    assert_eq!(scrape.status, 200);
+    let text = scrape.text;
+    for needle in [
+        r#"simnode_rpc_requests_total{method="test_echo",transport="http",code="ok"} 1"#,
+        r#"simnode_rpc_errors_total{method="unknown",code="-32601"} 1"#,
+        r#"simnode_rpc_request_duration_seconds_bucket{method="test_echo""#,
+        r#"simnode_http_responses_total{status="401"} 1"#,
+        "simnode_rpc_key_requests_total{key=",
+        "simnode_head_block 42",
+        "simnode_import_gas_per_second 300000000",
+    ] {
+        assert!(text.contains(needle), "missing {needle} in\n{text}");
+    }
+    node.server.stop();
+}
