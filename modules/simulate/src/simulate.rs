@@ -20,7 +20,9 @@ use alloy::{
     rpc::types::{BlockTransactions, Log as RpcLog, TransactionRequest},
 };
 use alloy_evm::{
-    block::SystemCaller, eth::eip6110::parse_deposits_from_receipts, precompiles::PrecompilesMap,
+    block::{calc::base_block_reward_pre_merge, SystemCaller},
+    eth::eip6110::parse_deposits_from_receipts,
+    precompiles::PrecompilesMap,
     Evm,
 };
 use alloy_hardforks::EthereumHardforks;
@@ -138,6 +140,7 @@ impl Simulation<'_> {
                 limits.gas_cap
             },
             deadline,
+            timeout_ms: duration_ms(limits.evm_timeout),
         };
 
         let mut parent: Header = base.inner().clone();
@@ -245,6 +248,7 @@ struct Runner<'a> {
     /// What remains of the request-wide gas budget (`--rpc.gascap`).
     budget: u64,
     deadline: Instant,
+    timeout_ms: u64,
 }
 
 /// One executed call, before the block hash is known.
@@ -365,13 +369,13 @@ impl Runner<'_> {
 
         for call in calls {
             if Instant::now() >= self.deadline {
-                return Err(RpcError::Timeout(0));
+                return Err(RpcError::Timeout(self.timeout_ms));
             }
             let prepared = self.prepare_call(call, &header, gas_used, &mut evm)?;
             evm.inspector_mut().reset();
             let outcome = evm.transact_raw(prepared.tx_env.clone());
             if evm.inspector().timed_out() {
-                return Err(RpcError::Timeout(0));
+                return Err(RpcError::Timeout(self.timeout_ms));
             }
             let result_and_state = outcome.map_err(|e| map_evm_error(e, &prepared))?;
             let wrapped_nonce = prepared.wraps_nonce;
@@ -430,6 +434,18 @@ impl Runner<'_> {
                 if !matches!(account.account_state, AccountState::StorageCleared) {
                     account.account_state = AccountState::Touched;
                 }
+            }
+        }
+
+        // A block with difficulty is a proof-of-work block: geth's engine pays the miner.
+        if !header.difficulty.is_zero() {
+            let reward = base_block_reward_pre_merge(spec, number);
+            let account = db
+                .load_account(header.beneficiary)
+                .map_err(RpcError::from)?;
+            account.info.balance = account.info.balance.saturating_add(U256::from(reward));
+            if !matches!(account.account_state, AccountState::StorageCleared) {
+                account.account_state = AccountState::Touched;
             }
         }
 
