@@ -1087,3 +1087,82 @@ fn apply_account_override(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::SimBlock;
+    use alloy::primitives::U64;
+
+    fn base() -> Header {
+        Header {
+            number: 10,
+            timestamp: 100,
+            ..Default::default()
+        }
+    }
+
+    fn with(number: Option<u64>, time: Option<u64>) -> SimBlock {
+        SimBlock {
+            block_overrides: Some(BlockOverrides {
+                number: number.map(U64::from),
+                time: time.map(U64::from),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn plan_fills_gaps_12_seconds_apart() {
+        let plan = plan_chain(&base(), vec![with(None, None), with(Some(14), None)], 16).unwrap();
+        let got: Vec<(u64, u64)> = plan.iter().map(|b| (b.number, b.timestamp)).collect();
+        assert_eq!(got, vec![(11, 112), (12, 124), (13, 136), (14, 148)]);
+    }
+
+    #[test]
+    fn plan_rejects_disorder_and_counts_fillers() {
+        let code = |r: RpcResult<Vec<PlannedBlock>>| r.err().map(|e| e.code());
+        assert_eq!(
+            code(plan_chain(&base(), vec![with(Some(10), None)], 16)),
+            Some(-38020)
+        );
+        assert_eq!(
+            code(plan_chain(&base(), vec![with(None, Some(100))], 16)),
+            Some(-38021)
+        );
+        assert_eq!(
+            code(plan_chain(
+                &base(),
+                vec![with(Some(12), Some(200)), with(None, Some(150))],
+                16
+            )),
+            Some(-38021)
+        );
+        assert_eq!(
+            code(plan_chain(&base(), vec![with(Some(27), None)], 16)),
+            Some(-38026)
+        );
+        assert!(plan_chain(&base(), vec![with(Some(26), None)], 16).is_ok());
+    }
+
+    #[test]
+    fn revert_reasons_decode_like_geth() {
+        assert_eq!(revert_message(&[]), "execution reverted");
+        let mut error = vec![0x08, 0xc3, 0x79, 0xa0];
+        error.extend_from_slice(&U256::from(32).to_be_bytes::<32>());
+        error.extend_from_slice(&U256::from(2).to_be_bytes::<32>());
+        let mut word = [0u8; 32];
+        word[..2].copy_from_slice(b"no");
+        error.extend_from_slice(&word);
+        assert_eq!(revert_message(&error), "execution reverted: no");
+        let mut panic = vec![0x4e, 0x48, 0x7b, 0x71];
+        panic.extend_from_slice(&U256::from(0x11).to_be_bytes::<32>());
+        assert_eq!(
+            revert_message(&panic),
+            "execution reverted: arithmetic underflow or overflow"
+        );
+        // Truncated payloads fall back to the bare message.
+        assert_eq!(revert_message(&error[..40]), "execution reverted");
+    }
+}
