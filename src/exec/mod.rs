@@ -184,6 +184,7 @@ pub fn execute_block(
             body,
             senders,
             receipts: out.receipts,
+            requests: out.requests,
         },
         changes: out.changes,
     })
@@ -195,6 +196,8 @@ pub struct BlockRun {
     pub receipts: Vec<ReceiptEnvelope>,
     /// `Some` from Prague on.
     pub requests_hash: Option<B256>,
+    /// The EIP-7685 requests (empty before Prague).
+    pub requests: Vec<alloy::primitives::Bytes>,
     pub gas_used: u64,
     pub blob_gas_used: u64,
     pub changes: StateChanges,
@@ -260,7 +263,9 @@ pub fn run_block(
         .then(|| result.requests.requests_hash());
     let mut state = evm.into_db();
     state.merge_transitions(BundleRetention::PlainState);
+    let requests = result.requests.take();
     Ok(BlockRun {
+        requests,
         receipts: result.receipts,
         requests_hash,
         gas_used: result.gas_used,

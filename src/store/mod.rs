@@ -38,6 +38,8 @@ pub(crate) const HASH_TO_NUMBER: TableDefinition<Bytes, u64> =
 pub(crate) const BODIES: TableDefinition<u64, Bytes> = TableDefinition::new("bodies");
 pub(crate) const SENDERS: TableDefinition<u64, Bytes> = TableDefinition::new("senders");
 pub(crate) const RECEIPTS: TableDefinition<u64, Bytes> = TableDefinition::new("receipts");
+/// EIP-7685 requests, an RLP list of byte strings; only for blocks that have any.
+pub(crate) const REQUESTS: TableDefinition<u64, Bytes> = TableDefinition::new("requests");
 /// tx hash -> block number (8 bytes BE) ++ index (4 bytes BE)
 pub(crate) const TX_INDEX: TableDefinition<Bytes, Bytes> = TableDefinition::new("tx_index");
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -109,6 +111,9 @@ pub struct NewBlock {
     pub body: BlockBody<TxEnvelope>,
     pub senders: Vec<Address>,
     pub receipts: Vec<ReceiptEnvelope>,
+    /// EIP-7685 requests the block produced (each `type ++ data`), kept for Engine API replays
+    /// and payload bodies.
+    pub requests: Vec<alloy::primitives::Bytes>,
 }
 
 pub struct Store {
@@ -192,6 +197,7 @@ impl Store {
                     body: BlockBody::default(),
                     senders: vec![],
                     receipts: vec![],
+                    requests: vec![],
                 },
             )?;
             let mut code = tx.open_table(CODE)?;
@@ -359,6 +365,21 @@ impl Store {
             .ok_or_else(|| StoreError::Corrupt(format!("head header {latest} missing")))
     }
 
+    /// The EIP-7685 requests block `number` produced (empty when none).
+    pub fn requests(&self, number: u64) -> Result<Vec<alloy::primitives::Bytes>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let table = match tx.open_table(REQUESTS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![]),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(raw) = table.get(number)? else {
+            return Ok(vec![]);
+        };
+        Vec::<alloy::primitives::Bytes>::decode(&mut raw.value())
+            .map_err(|e| StoreError::Corrupt(format!("requests {number}: {e}")))
+    }
+
     pub(crate) fn db(&self) -> &Database {
         &self.db
     }
@@ -381,6 +402,11 @@ fn write_block_data(tx: &WriteTransaction, block: &NewBlock) -> Result<(), Store
     buf.clear();
     block.receipts.encode(&mut buf);
     tx.open_table(RECEIPTS)?.insert(number, buf.as_slice())?;
+    if !block.requests.is_empty() {
+        buf.clear();
+        block.requests.encode(&mut buf);
+        tx.open_table(REQUESTS)?.insert(number, buf.as_slice())?;
+    }
     let mut index = tx.open_table(TX_INDEX)?;
     for (i, t) in block.body.transactions.iter().enumerate() {
         let mut loc = [0u8; 12];

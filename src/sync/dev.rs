@@ -111,6 +111,7 @@ pub fn build_block(
         },
         senders,
         receipts: run.receipts,
+        requests: run.requests,
     };
     store.commit_block(&block, &run.changes)?;
     Ok(block)
