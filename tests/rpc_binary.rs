@@ -1,0 +1,261 @@
+//! The front door through the real binary: `simnode node --chain dev --dev` prints ready-made
+//! URLs with a fresh key, `simnode keys add/revoke` work while it runs, the statuses a client
+//! sees over HTTP and WebSocket, and SIGTERM shuts it down cleanly.
+
+mod support;
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use support::{free_port, http_request, simnode_bin, TempDir};
+use tokio_tungstenite::tungstenite::Message;
+
+/// A `simnode node` whose stdout is read line by line.
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(datadir: &TempDir, http_port: u16, extra: &[&str]) -> Self {
+        let mut child = Command::new(simnode_bin())
+            .args(["node", "--chain", "dev", "--dev", "--datadir"])
+            .arg(datadir.path())
+            .args(["--http.port", &http_port.to_string()])
+            .args(["--authrpc.port", &free_port().to_string()])
+            .arg("--authrpc.jwtsecret")
+            .arg(datadir.path().join("jwt.hex"))
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn simnode node");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a stdout line starting with `prefix` and returns the rest.
+    fn line(&mut self, prefix: &str) -> String {
+        if let Some(line) = self.seen.iter().find(|l| l.starts_with(prefix)) {
+            return line[prefix.len()..].trim().to_string();
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            self.seen.push(line.clone());
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.trim().to_string();
+            }
+        }
+        panic!("no line starting with {prefix:?}; got {:?}", self.seen);
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "node did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn post(port: u16, path: &str, content_type: Option<&str>, body: &str) -> (u16, Value) {
+    let headers: Vec<(&str, &str)> = content_type
+        .map(|ct| ("Content-Type", ct))
+        .into_iter()
+        .collect();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (status, text) =
+        http_request(addr, "POST", path, &headers, body.as_bytes()).expect("HTTP request");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn chain_id(port: u16, key: &str) -> (u16, Value) {
+    post(
+        port,
+        &format!("/v3/{key}"),
+        Some("application/json"),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#,
+    )
+}
+
+fn keys(datadir: &TempDir, args: &[&str]) -> String {
+    let out = Command::new(simnode_bin())
+        .arg("keys")
+        .args(args)
+        .arg("--datadir")
+        .arg(datadir.path())
+        .output()
+        .expect("simnode keys");
+    assert!(
+        out.status.success(),
+        "simnode keys {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls until `f` holds (a key change reaches a running node within about a second).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "{what} did not happen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn dev_node_front_door_end_to_end() {
+    let datadir = TempDir::new("rpc-binary");
+    let port = free_port();
+    let mut node = Running::start(
+        &datadir,
+        port,
+        &["--rpc.rate-limit", "5", "--rpc.rate-burst", "5"],
+    );
+
+    // --dev with no stored key creates one and prints the URLs.
+    let key = node.line("API key:");
+    assert_eq!(key.len(), 32, "{key}");
+    assert_eq!(
+        node.line("HTTP:"),
+        format!("http://127.0.0.1:{port}/v3/{key}")
+    );
+    assert_eq!(
+        node.line("WS:"),
+        format!("ws://127.0.0.1:{port}/ws/v3/{key}")
+    );
+    eventually("first answer", || chain_id(port, &key).0 == 200);
+    assert_eq!(chain_id(port, &key).1["result"], "0x539");
+
+    // Doors and keys.
+    let (status, body) = post(port, "/", Some("application/json"), "{}");
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (404, json!(-32600))
+    );
+    let (status, body) = post(port, "/v3/", Some("application/json"), "{}");
+    assert_eq!(
+        (status, body["error"]["message"].clone()),
+        (401, json!("project id required in the URL"))
+    );
+    let (status, body) = chain_id(port, "ffffffffffffffffffffffffffffffff");
+    assert_eq!(
+        (status, body["error"]["message"].clone()),
+        (401, json!("invalid project id"))
+    );
+    let (status, _) = post(port, &format!("/v3/{key}"), None, "{}");
+    assert_eq!(status, 415);
+
+    // `simnode keys add` while the node runs: the new key works within about a second.
+    let added = keys(&datadir, &["add", "second"]);
+    let second = added.lines().next().expect("key line").trim().to_string();
+    eventually("added key accepted", || chain_id(port, &second).0 == 200);
+    assert!(keys(&datadir, &["list"]).contains("second"));
+
+    // Rate limit (5/s, burst 5): the sixth request at once is refused with 429, then recovers.
+    let mut statuses = Vec::new();
+    let mut limited = Value::Null;
+    for _ in 0..8 {
+        let (status, body) = chain_id(port, &second);
+        if status == 429 {
+            limited = body;
+        }
+        statuses.push(status);
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert_eq!(limited["error"]["code"], -32005);
+    assert_eq!(limited["error"]["data"]["allowed_rps"], 5.0);
+    let backoff = limited["error"]["data"]["backoff_seconds"]
+        .as_f64()
+        .expect("backoff");
+    std::thread::sleep(Duration::from_secs_f64(backoff + 0.05));
+    assert_eq!(chain_id(port, &second).0, 200);
+
+    // WebSocket on the same port.
+    let ws_url = format!("ws://127.0.0.1:{port}/ws/v3/{key}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let answer = runtime.block_on(async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(ws_url)
+            .await
+            .expect("ws connect");
+        let request = json!({"jsonrpc": "2.0", "id": 7, "method": "eth_chainId", "params": []});
+        ws.send(Message::Text(request.to_string().into()))
+            .await
+            .expect("ws send");
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(text))) => {
+                    break serde_json::from_str::<Value>(text.as_str()).expect("json")
+                }
+                Some(Ok(_)) => continue,
+                other => panic!("ws: {other:?}"),
+            }
+        }
+    });
+    assert_eq!(
+        answer,
+        json!({"jsonrpc": "2.0", "id": 7, "result": "0x539"})
+    );
+
+    // Revoking by id: 401 "project id revoked" within about a second.
+    let id = added
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .expect("id")
+        .to_string();
+    assert!(keys(&datadir, &["revoke", &id]).contains("revoked"));
+    eventually("revoked key refused", || {
+        let (status, body) = chain_id(port, &second);
+        status == 401 && body["error"]["message"] == "project id revoked"
+    });
+
+    // SIGTERM: clean exit, port closed.
+    let status = node.terminate();
+    assert!(status.success(), "exit status {status}");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
