@@ -47,6 +47,8 @@ pub enum ChainError {
 pub fn load(chain: &str) -> Result<NodeChain, ChainError> {
     match chain {
         "dev" => Ok(from_genesis("dev", &dev_genesis())),
+        // The public networks' allocations are large data no registry package provides; their
+        // geth genesis.json files do, so point the user there.
         "mainnet" | "sepolia" | "hoodi" => Err(ChainError::NoAlloc(chain.to_string())),
         path => {
             let text =
@@ -59,8 +61,22 @@ pub fn load(chain: &str) -> Result<NodeChain, ChainError> {
                     path: path.to_string(),
                     source,
                 })?;
-            Ok(from_genesis("custom", &genesis))
+            Ok(from_genesis(
+                network_name(genesis.config.chain_id),
+                &genesis,
+            ))
         }
+    }
+}
+
+/// The public network a chain id belongs to (its genesis.json gets that network's method
+/// policy), or `custom`.
+pub fn network_name(chain_id: u64) -> &'static str {
+    match chain_id {
+        1 => "mainnet",
+        11_155_111 => "sepolia",
+        560_048 => "hoodi",
+        _ => "custom",
     }
 }
 
