@@ -28,7 +28,7 @@ pub const TRANSFER_EVENT_TOPIC: B256 = B256::new([
     0x95, 0x2b, 0xa7, 0xf1, 0x63, 0xc4, 0xa1, 0x16, 0x28, 0xf5, 0x5a, 0x4d, 0xf5, 0x23, 0xb3, 0xef,
 ]);
 
-/// How many interpreter steps run between two looks at the clock.
+/// How many interpreter steps run between two looks at the clock (a power of two).
 const STEPS_PER_CLOCK_CHECK: u32 = 4096;
 
 #[derive(Debug)]
@@ -120,7 +120,7 @@ impl SimInspector {
 impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
     fn step(&mut self, interp: &mut Interpreter<EthInterpreter>, _context: &mut CTX) {
         self.steps = self.steps.wrapping_add(1);
-        if self.timed_out || self.steps % STEPS_PER_CLOCK_CHECK == 0 {
+        if self.timed_out || self.steps & (STEPS_PER_CLOCK_CHECK - 1) == 0 {
             if !self.timed_out && Instant::now() >= self.deadline {
                 self.timed_out = true;
             }
@@ -150,16 +150,17 @@ impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
 
     fn create(&mut self, context: &mut CTX, inputs: &mut CreateInputs) -> Option<CreateOutcome> {
         self.enter();
-        if self.trace_transfers && !inputs.value().is_zero() {
-            if !matches!(inputs.scheme(), CreateScheme::Custom { .. }) {
-                let nonce = context
-                    .journal_mut()
-                    .load_account(inputs.caller())
-                    .map(|acc| acc.data.info.nonce);
-                if let Ok(nonce) = nonce {
-                    let to = inputs.created_address(nonce);
-                    self.push_transfer(inputs.caller(), to, inputs.value());
-                }
+        if self.trace_transfers
+            && !inputs.value().is_zero()
+            && !matches!(inputs.scheme(), CreateScheme::Custom { .. })
+        {
+            let nonce = context
+                .journal_mut()
+                .load_account(inputs.caller())
+                .map(|acc| acc.data.info.nonce);
+            if let Ok(nonce) = nonce {
+                let to = inputs.created_address(nonce);
+                self.push_transfer(inputs.caller(), to, inputs.value());
             }
         }
         None

@@ -620,7 +620,6 @@ impl Runner<'_> {
                 .into_iter()
                 .map(revm::context::either::Either::Left)
                 .collect(),
-            ..Default::default()
         };
         let sig = Signature::new(U256::ZERO, U256::ZERO, false);
         let to = match kind {
