@@ -18,3 +18,31 @@ fmt:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets
+
+# Regenerate testdata/devchain.rlp and testdata/devchain.json with the deterministic generator
+# (src/bin/gen-testdata.rs): same bytes on every run, so a diff means the chain changed.
+testdata:
+    cargo run --bin gen-testdata -- --out testdata
+
+# Benchmarks. Each part is its own recipe; `bench` runs them all.
+bench: bench-import
+
+# Import throughput: generate 1 setup block + N full 60M-gas blocks (storage-writing calls and
+# transfers to new accounts) on the bench genesis, then time `simnode import` of them into a
+# fresh datadir. The chain goes to target/ (large; never commit it).
+bench-import N="200":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cargo build --release --bin simnode --bin gen-testdata
+    ./target/release/gen-testdata --bench {{N}} --out target/bench-chain.rlp
+    datadir=$(mktemp -d -p target bench-datadir.XXXXXX)
+    trap 'rm -rf "$datadir"' EXIT
+    start=$(date +%s.%N)
+    ./target/release/simnode import --chain target/bench-genesis.json --datadir "$datadir" target/bench-chain.rlp
+    end=$(date +%s.%N)
+    blocks=$(jq .blocks target/bench-chain.json)
+    txs=$(jq .transactions target/bench-chain.json)
+    gas=$(jq .gasUsed target/bench-chain.json)
+    echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+    awk -v b="$blocks" -v x="$txs" -v g="$gas" -v s="$start" -v e="$end" 'BEGIN { t = e - s;
+        printf "import bench: %d blocks, %d transactions, %.1f Mgas in %.2f s: %.1f Mgas/s\n", b, x, g / 1e6, t, g / 1e6 / t }'
