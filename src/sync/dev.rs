@@ -150,8 +150,10 @@ pub async fn run_miner(store: Arc<Store>, pool: Arc<Pool>, block_time: Option<Du
     loop {
         match block_time {
             Some(every) => tokio::time::sleep(every).await,
+            // A stored wake-up can outlive the transactions it announced (they were mined with
+            // an earlier one), so re-check the pool rather than mining an empty block.
             None => {
-                if pool.is_empty() {
+                while pool.is_empty() {
                     pool.added.notified().await;
                 }
             }

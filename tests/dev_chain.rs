@@ -1,0 +1,128 @@
+//! `simnode node --dev`: transactions sent with eth_sendRawTransaction are mined into blocks
+//! that go through the same execution and store path as imported ones.
+
+mod support;
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    consensus::{SignableTransaction, TxEip1559, TxEnvelope},
+    eips::Encodable2718,
+    primitives::{address, Address, Signature, TxKind, U256},
+};
+use k256::ecdsa::SigningKey;
+use serde_json::{json, Value};
+use support::{Node, TempDir};
+
+/// The first key of the test mnemonic (`test test ... junk`), funded on the dev chain.
+const KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+const ADDR0: Address = address!("f39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
+
+fn transfer(nonce: u64, to: Address, value: U256) -> String {
+    let key = SigningKey::from_slice(&alloy::primitives::hex::decode(KEY0).unwrap()).unwrap();
+    let tx = TxEip1559 {
+        chain_id: 1337,
+        nonce,
+        gas_limit: 21_000,
+        max_fee_per_gas: 10_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: TxKind::Call(to),
+        value,
+        ..Default::default()
+    };
+    let (sig, recid) = key
+        .sign_prehash_recoverable(tx.signature_hash().as_slice())
+        .unwrap();
+    let envelope = TxEnvelope::from(tx.into_signed(Signature::from((sig, recid))));
+    format!(
+        "0x{}",
+        alloy::primitives::hex::encode(envelope.encoded_2718())
+    )
+}
+
+fn wait_for(node: &Node, what: &str, mut f: impl FnMut(&Node) -> Option<Value>) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = f(node) {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; log:\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn dev_node_mines_sent_transactions() {
+    let node = Node::start(TempDir::new("dev"), Path::new("dev"), &["--dev"]);
+    assert_eq!(node.result("eth_chainId", json!([])), "0x539");
+    let balance = node.result("eth_getBalance", json!([ADDR0, "latest"]));
+    assert_eq!(balance, "0x21e19e0c9bab2400000", "10,000 ETH prefunded");
+
+    let to = address!("000000000000000000000000000000000000beef");
+    let mut hashes = Vec::new();
+    for nonce in 0..3 {
+        let raw = transfer(nonce, to, U256::from(1_000u64));
+        hashes.push(node.result("eth_sendRawTransaction", json!([raw])));
+    }
+    for hash in &hashes {
+        let receipt = wait_for(&node, "the receipt", |n| {
+            let r = n.result("eth_getTransactionReceipt", json!([hash]));
+            (!r.is_null()).then_some(r)
+        });
+        assert_eq!(receipt["status"], "0x1", "{receipt}");
+        assert_eq!(
+            receipt["from"],
+            json!(ADDR0).as_str().unwrap().to_lowercase()
+        );
+    }
+    assert_eq!(
+        node.result("eth_getBalance", json!([to, "latest"])),
+        "0xbb8"
+    );
+    assert_eq!(
+        node.result("eth_getTransactionCount", json!([ADDR0, "latest"])),
+        "0x3"
+    );
+
+    // A replayed transaction is refused by nonce.
+    let again = node.call(
+        "eth_sendRawTransaction",
+        json!([transfer(0, to, U256::from(1u64))]),
+    );
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nonce too low"),
+        "{again}"
+    );
+
+    // Every mined block's receipts are served, in one call, like an imported block's.
+    let head = node.result("eth_blockNumber", json!([]));
+    let receipts = node.result("eth_getBlockReceipts", json!([head]));
+    assert!(
+        receipts.as_array().is_some_and(|r| !r.is_empty()),
+        "{receipts}"
+    );
+}
+
+#[test]
+fn dev_node_mines_on_an_interval() {
+    let node = Node::start(
+        TempDir::new("dev-interval"),
+        Path::new("dev"),
+        &["--dev", "--dev.block-time", "1"],
+    );
+    wait_for(&node, "two empty blocks", |n| {
+        let number = n.result("eth_blockNumber", json!([]));
+        (u64::from_str_radix(number.as_str()?.trim_start_matches("0x"), 16).ok()? >= 2)
+            .then_some(number)
+    });
+}
