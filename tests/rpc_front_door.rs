@@ -705,7 +705,7 @@ async fn websocket_calls_limits_and_ping() {
     assert_eq!(&pong[..], b"are you there");
 
     // Connection limit: two open, the third is refused.
-    let _second = node.ws(&key).await;
+    let mut second = node.ws(&key).await;
     let (status, body) = node.ws_refused(&format!("/ws/v3/{key}")).await;
     assert_eq!(status, 503);
     assert_eq!(body["error"]["code"], -32005);
@@ -721,6 +721,14 @@ async fn websocket_calls_limits_and_ping() {
         assert!(Instant::now() < deadline, "slot was not freed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    // Revoking the key also refuses messages on connections opened before.
+    keys_cli(&node.dir, &["revoke", &key]).expect("revoke");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let refused = second.call(9, "test_echo", json!([1])).await;
+    assert_eq!(refused["id"], 9);
+    assert_eq!(refused["error"]["code"], -32001);
+    assert_eq!(refused["error"]["message"], "project id revoked");
     node.server.stop();
 }
 

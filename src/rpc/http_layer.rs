@@ -15,7 +15,7 @@ use std::{
     task::{Context, Poll},
 };
 
-use http::{header, Method, Request, StatusCode};
+use http::{header, Method, Request};
 use jsonrpsee::{core::BoxError, server::HttpResponse};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -45,8 +45,9 @@ impl Transport {
     }
 }
 
-/// Put on a method response by the RPC middleware when the request was refused for its rate or
-/// quota; this layer then answers with 429 and `Retry-After`.
+/// Put on a method response by the RPC middleware when the request was refused for its key's
+/// rate or quota (or the key was revoked meanwhile); this layer then answers with the error's
+/// status (429 with `Retry-After` for limits).
 #[derive(Debug, Clone)]
 pub struct LimitedMarker(pub FrontDoorError);
 
@@ -279,7 +280,7 @@ where
         Box::pin(async move {
             let mut response = fut.await?;
             if let Some(LimitedMarker(err)) = response.extensions_mut().remove::<LimitedMarker>() {
-                *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                *response.status_mut() = err.status();
                 if let Some(after) = err.retry_after() {
                     if let Ok(value) = http::HeaderValue::from_str(&retry_after_header(after)) {
                         response.headers_mut().insert(header::RETRY_AFTER, value);

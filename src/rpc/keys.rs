@@ -15,7 +15,10 @@
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
-    sync::{Arc, RwLock},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, RwLock,
+    },
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -36,6 +39,9 @@ pub const KEYS_FILE: &str = "keys.redb";
 
 /// keccak256(key) -> JSON [`KeyRecord`].
 const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("api_keys");
+
+/// Every this many refresh ticks the key file is read even if it looks unchanged.
+const FORCE_RELOAD_EVERY: u64 = 10;
 
 /// How long an operation waits for another process (a node re-reading, another `keys` command)
 /// to let go of the file before giving up.
@@ -337,10 +343,18 @@ pub fn ensure_dev_key(datadir: &Path) -> anyhow::Result<Option<String>> {
 pub struct KeyEntry {
     pub id: ApiKeyId,
     pub name: String,
-    pub revoked: bool,
     hash: KeyHash,
     /// Shared with the entry that replaces this one on a reload, so usage survives reloads.
     pub limiter: Arc<Limiter>,
+    /// Shared the same way, so that a revocation also reaches WebSocket connections opened
+    /// before it (they hold the entry they were authenticated with).
+    revoked: Arc<AtomicBool>,
+}
+
+impl KeyEntry {
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::Relaxed)
+    }
 }
 
 /// The running node's set of keys: the stored ones, re-read periodically, plus `--api-key` ones.
@@ -401,12 +415,16 @@ impl KeyRegistry {
         let mut next = HashMap::with_capacity(stored.len() + self.cli_keys.len());
         let mut make = |hash: KeyHash, name: String, revoked: bool, limits: KeyLimits| {
             let limits = limits.or(self.defaults);
-            let limiter = match old.get(&hash) {
+            let (limiter, revoked_flag) = match old.get(&hash) {
                 Some(previous) => {
                     previous.limiter.set_limits(limits);
-                    previous.limiter.clone()
+                    previous.revoked.store(revoked, Ordering::Relaxed);
+                    (previous.limiter.clone(), previous.revoked.clone())
                 }
-                None => Arc::new(Limiter::new(limits)),
+                None => (
+                    Arc::new(Limiter::new(limits)),
+                    Arc::new(AtomicBool::new(revoked)),
+                ),
             };
             let id = ApiKeyId(Arc::from(key_id(&hash)));
             next.insert(
@@ -414,9 +432,9 @@ impl KeyRegistry {
                 Arc::new(KeyEntry {
                     id,
                     name,
-                    revoked,
                     hash,
                     limiter,
+                    revoked: revoked_flag,
                 }),
             );
         };
@@ -445,7 +463,7 @@ impl KeyRegistry {
             .filter(|entry| bool::from(entry.hash.ct_eq(&hash)));
         match entry {
             None => Err(FrontDoorError::InvalidKey),
-            Some(entry) if entry.revoked => Err(FrontDoorError::RevokedKey),
+            Some(entry) if entry.is_revoked() => Err(FrontDoorError::RevokedKey),
             Some(entry) => Ok(entry.clone()),
         }
     }
@@ -464,11 +482,16 @@ impl KeyRegistry {
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(every);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut ticks: u64 = 0;
             loop {
                 ticker.tick().await;
+                ticks += 1;
                 let registry = registry.clone();
+                // The modification time can be too coarse to see two writes in one second apart;
+                // read the file regardless now and then.
+                let force = ticks % FORCE_RELOAD_EVERY == 0;
                 // File I/O and a possible wait on the lock: keep it off the async workers.
-                let result = tokio::task::spawn_blocking(move || registry.reload(false)).await;
+                let result = tokio::task::spawn_blocking(move || registry.reload(force)).await;
                 match result {
                     Ok(Ok(())) => {}
                     // Keep serving with the keys we have; a busy file is retried next tick.

@@ -66,10 +66,13 @@ pub struct FrontDoorRpc<S> {
     shared: Arc<Shared>,
 }
 
-/// Charges `n` requests to the key in `extensions`. Requests without a key cannot arrive through
+/// Checks the key is still valid and charges `n` requests to the key in `extensions`. Requests without a key cannot arrive through
 /// the HTTP layer, so they are not limited here.
 fn charge(extensions: &http::Extensions, n: usize) -> Result<(), FrontDoorError> {
     match extensions.get::<AuthedKey>() {
+        // A WebSocket connection outlives the check at its upgrade: refuse its messages once
+        // the key is revoked.
+        Some(AuthedKey(entry)) if entry.is_revoked() => Err(FrontDoorError::RevokedKey),
         Some(AuthedKey(entry)) => {
             let n = u32::try_from(n).unwrap_or(u32::MAX);
             let result = entry.limiter.try_acquire(n);
