@@ -36,6 +36,7 @@ fn eth_read_fixtures() {
             "eth_getBalance",
             "eth_getCode",
             "eth_getStorageAt",
+            "eth_getStorageValues",
             "eth_getTransactionCount",
             "eth_getLogs",
             "eth_baseFee",
@@ -50,7 +51,11 @@ fn eth_read_fixtures() {
 #[test]
 fn eth_call_fixtures() {
     let node = Node::execution_apis(&[]);
-    replay_methods(&node, &["eth_call", "eth_estimateGas", "eth_createAccessList"]).assert_all_passed();
+    replay_methods(
+        &node,
+        &["eth_call", "eth_estimateGas", "eth_createAccessList"],
+    )
+    .assert_all_passed();
 }
 
 /// Transaction submission: the fixtures send to one node in file order, as hive does.

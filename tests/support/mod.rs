@@ -53,9 +53,12 @@ impl TempDir {
     pub fn new(prefix: &str) -> Self {
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let path =
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{prefix}-{}-{n}-{nanos}", std::process::id()));
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{prefix}-{}-{n}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&path).expect("create temp dir");
         Self(path)
     }
@@ -91,8 +94,8 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 pub fn import_execution_apis_chain() -> TempDir {
     static IMPORTED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let template = IMPORTED.get_or_init(|| {
-        let dir =
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("execution-apis-datadir-{}", std::process::id()));
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("execution-apis-datadir-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let out = Command::new(simnode_bin())
             .arg("import")
@@ -127,7 +130,10 @@ pub fn import_execution_apis_chain() -> TempDir {
 // ---------------------------------------------------------------------------------------------
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
 }
 
 /// The API key the harness starts nodes with.
@@ -151,9 +157,15 @@ impl Node {
     pub fn start(datadir: TempDir, chain: &Path, extra: &[&str]) -> Self {
         let scratch = TempDir::new("node-scratch");
         let mut jwt_secret = [0u8; 32];
-        let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(7);
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(7);
         for (i, b) in jwt_secret.iter_mut().enumerate() {
-            *b = (seed.wrapping_mul(6364136223846793005).wrapping_add(i as u128 * 1442695040888963407) >> 64) as u8
+            *b = (seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(i as u128 * 1442695040888963407)
+                >> 64) as u8
                 ^ (i as u8).wrapping_mul(31);
         }
         let jwt_path = scratch.path().join("jwt.hex");
@@ -198,12 +210,28 @@ impl Node {
     pub fn execution_apis(extra: &[&str]) -> Self {
         let datadir = import_execution_apis_chain();
         let node = Self::start(datadir, &execution_apis_genesis(), extra);
-        let fcu = std::fs::read_to_string(conformance_dir().join("headfcu.json")).expect("read headfcu.json");
-        let answer = node.engine_raw(&fcu);
+        let fcu = std::fs::read_to_string(conformance_dir().join("headfcu.json"))
+            .expect("read headfcu.json");
+        // The Engine API may come up a moment after the HTTP server.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let answer = loop {
+            let addr = SocketAddr::from(([127, 0, 0, 1], node.auth_port));
+            if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+                || Instant::now() > deadline
+            {
+                break node.engine_raw(&fcu);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
         let v: Value = serde_json::from_str(&answer.1)
             .unwrap_or_else(|e| panic!("forkchoiceUpdated answer not JSON ({e}): {}", answer.1));
         let status = &v["result"]["payloadStatus"]["status"];
-        assert_eq!(status, "VALID", "forkchoiceUpdated to the chain head: {v}\nnode log:\n{}", node.log());
+        assert_eq!(
+            status,
+            "VALID",
+            "forkchoiceUpdated to the chain head: {v}\nnode log:\n{}",
+            node.log()
+        );
         node
     }
 
@@ -213,14 +241,18 @@ impl Node {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("simnode node exited early ({status}); log:\n{}", self.log());
             }
-            if let Ok((200, body)) = self.try_rpc_raw(r#"{"jsonrpc":"2.0","id":0,"method":"eth_chainId","params":[]}"#)
+            if let Ok((200, body)) =
+                self.try_rpc_raw(r#"{"jsonrpc":"2.0","id":0,"method":"eth_chainId","params":[]}"#)
             {
                 if body.contains("\"result\"") {
                     return;
                 }
             }
             if Instant::now() > deadline {
-                panic!("simnode node did not answer within {timeout:?}; log:\n{}", self.log());
+                panic!(
+                    "simnode node did not answer within {timeout:?}; log:\n{}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -246,19 +278,27 @@ impl Node {
 
     /// POSTs a raw body to `/v3/<key>`; returns HTTP status and body.
     pub fn rpc_raw(&self, body: &str) -> (u16, String) {
-        self.try_rpc_raw(body).unwrap_or_else(|e| panic!("HTTP request failed: {e}"))
+        self.try_rpc_raw(body)
+            .unwrap_or_else(|e| panic!("HTTP request failed: {e}"))
     }
 
     pub fn try_rpc_raw(&self, body: &str) -> std::io::Result<(u16, String)> {
         let path = format!("/v3/{}", self.api_key);
-        http_post(self.http_addr(), &path, &[("Content-Type", "application/json")], body.as_bytes())
+        http_post(
+            self.http_addr(),
+            &path,
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
     }
 
     /// Calls `method` and returns the whole JSON-RPC response object.
     pub fn call(&self, method: &str, params: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
         let (status, text) = self.rpc_raw(&body);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method}: HTTP {status}, not JSON ({e}): {text}"))
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{method}: HTTP {status}, not JSON ({e}): {text}"))
     }
 
     /// Calls `method` and returns its `result`, panicking on an error answer.
@@ -275,8 +315,16 @@ impl Node {
         let token = jwt_hs256(&self.jwt_secret);
         let auth = format!("Bearer {token}");
         let addr = SocketAddr::from(([127, 0, 0, 1], self.auth_port));
-        http_post(addr, "/", &[("Content-Type", "application/json"), ("Authorization", &auth)], body.as_bytes())
-            .unwrap_or_else(|e| panic!("Engine API request failed: {e}"))
+        http_post(
+            addr,
+            "/",
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", &auth),
+            ],
+            body.as_bytes(),
+        )
+        .unwrap_or_else(|e| panic!("Engine API request failed: {e}"))
     }
 }
 
@@ -323,7 +371,10 @@ pub fn http_request(
 
 fn parse_http_response(raw: &[u8]) -> std::io::Result<(u16, String)> {
     let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_owned());
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| bad("no header end"))?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad("no header end"))?;
     let head = String::from_utf8_lossy(&raw[..split]).to_string();
     let mut body = raw[split + 4..].to_vec();
     let status = head
@@ -340,7 +391,10 @@ fn parse_http_response(raw: &[u8]) -> std::io::Result<(u16, String)> {
         let mut out = Vec::new();
         let mut rest = &body[..];
         loop {
-            let line_end = rest.windows(2).position(|w| w == b"\r\n").ok_or_else(|| bad("bad chunk"))?;
+            let line_end = rest
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .ok_or_else(|| bad("bad chunk"))?;
             let size_str = String::from_utf8_lossy(&rest[..line_end]).to_string();
             let size = usize::from_str_radix(size_str.split(';').next().unwrap_or("").trim(), 16)
                 .map_err(|_| bad("bad chunk size"))?;
@@ -388,7 +442,11 @@ fn base64url(data: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         let chars = chunk.len() + 1;
         for i in 0..chars {
@@ -404,7 +462,10 @@ pub fn hex_encode(data: &[u8]) -> String {
 
 /// An Engine API token: HS256 over `{"iat": now}`.
 pub fn jwt_hs256(secret: &[u8]) -> String {
-    let iat = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let iat = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let header = base64url(br#"{"alg":"HS256","typ":"JWT"}"#);
     let claims = base64url(format!(r#"{{"iat":{iat}}}"#).as_bytes());
     let signing_input = format!("{header}.{claims}");
@@ -439,28 +500,41 @@ impl Fixture {
                 }
             } else if let Some(req) = line.strip_prefix(">> ") {
                 if pending.is_some() {
-                    return Err(format!("{}: two requests without a response", path.display()));
+                    return Err(format!(
+                        "{}: two requests without a response",
+                        path.display()
+                    ));
                 }
                 pending = Some(req.to_owned());
             } else if let Some(resp) = line.strip_prefix("<< ") {
-                let req = pending.take().ok_or_else(|| format!("{}: response without request", path.display()))?;
+                let req = pending
+                    .take()
+                    .ok_or_else(|| format!("{}: response without request", path.display()))?;
                 exchanges.push((req, resp.to_owned()));
             }
         }
         if exchanges.is_empty() {
             return Err(format!("{}: no exchanges", path.display()));
         }
-        Ok(Self { path: path.to_owned(), spec_only, exchanges })
+        Ok(Self {
+            path: path.to_owned(),
+            spec_only,
+            exchanges,
+        })
     }
 
     /// Sends every request to `node` and compares; `Err` holds a short description.
     pub fn replay(&self, node: &Node) -> Result<(), String> {
         for (req, expected) in &self.exchanges {
-            let (status, got) = node.try_rpc_raw(req).map_err(|e| format!("request failed: {e}"))?;
+            let (status, got) = node
+                .try_rpc_raw(req)
+                .map_err(|e| format!("request failed: {e}"))?;
             let got_v: Value = serde_json::from_str(&got)
                 .map_err(|e| format!("HTTP {status}, answer not JSON ({e}): {}", clip(&got)))?;
-            let exp_v: Value = serde_json::from_str(expected).map_err(|e| format!("fixture not JSON: {e}"))?;
-            compare_responses(&exp_v, &got_v, self.spec_only)?;
+            let exp_v: Value =
+                serde_json::from_str(expected).map_err(|e| format!("fixture not JSON: {e}"))?;
+            let strict = std::env::var_os("SIMNODE_CONFORMANCE_STRICT").is_some();
+            compare_responses(&exp_v, &got_v, self.spec_only && !strict)?;
         }
         Ok(())
     }
@@ -485,7 +559,11 @@ pub fn compare_responses(expected: &Value, got: &Value, spec_only: bool) -> Resu
         if kind(&e) == kind(&g) && (both_errors || e.get("result").is_some()) {
             return Ok(());
         }
-        return Err(format!("speconly: expected {}, got {}", clip(&expected.to_string()), clip(&got.to_string())));
+        return Err(format!(
+            "speconly: expected {}, got {}",
+            clip(&expected.to_string()),
+            clip(&got.to_string())
+        ));
     }
     match first_difference(&e, &g, "$") {
         None => Ok(()),
@@ -498,7 +576,12 @@ fn first_difference(e: &Value, g: &Value, path: &str) -> Option<String> {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in a {
                 match b.get(k) {
-                    None => return Some(format!("{path}.{k}: missing (expected {})", clip(&v.to_string()))),
+                    None => {
+                        return Some(format!(
+                            "{path}.{k}: missing (expected {})",
+                            clip(&v.to_string())
+                        ))
+                    }
                     Some(w) => {
                         if let Some(d) = first_difference(v, w, &format!("{path}.{k}")) {
                             return Some(d);
@@ -516,10 +599,15 @@ fn first_difference(e: &Value, g: &Value, path: &str) -> Option<String> {
                     return Some(d);
                 }
             }
-            (a.len() != b.len()).then(|| format!("{path}: expected {} items, got {}", a.len(), b.len()))
+            (a.len() != b.len())
+                .then(|| format!("{path}: expected {} items, got {}", a.len(), b.len()))
         }
         _ if e == g => None,
-        _ => Some(format!("{path}: expected {}, got {}", clip(&e.to_string()), clip(&g.to_string()))),
+        _ => Some(format!(
+            "{path}: expected {}, got {}",
+            clip(&e.to_string()),
+            clip(&g.to_string())
+        )),
     }
 }
 
@@ -539,7 +627,12 @@ fn clip(s: &str) -> String {
 pub fn fixture_files(method: &str) -> Vec<PathBuf> {
     let dir = conformance_dir().join(method);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("fixture folder {} ({e}); set SIMNODE_CONFORMANCE_DIR", dir.display()))
+        .unwrap_or_else(|e| {
+            panic!(
+                "fixture folder {} ({e}); set SIMNODE_CONFORMANCE_DIR",
+                dir.display()
+            )
+        })
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "io"))
         .collect();
@@ -570,7 +663,12 @@ impl Report {
 
     pub fn assert_all_passed(&self) {
         eprintln!("{}", self.summary());
-        assert!(self.failures.is_empty(), "{} fixture(s) failed:\n{}", self.failures.len(), self.summary());
+        assert!(
+            self.failures.is_empty(),
+            "{} fixture(s) failed:\n{}",
+            self.failures.len(),
+            self.summary()
+        );
     }
 }
 
@@ -586,7 +684,9 @@ pub fn replay_methods(node: &Node, methods: &[&str]) -> Report {
                 Err(why) => report.failures.push((file.clone(), why)),
             }
         }
-        report.counts.push((method.to_string(), passed, files.len()));
+        report
+            .counts
+            .push((method.to_string(), passed, files.len()));
     }
     report
 }
@@ -599,7 +699,10 @@ mod harness_tests {
     fn jwt_signature_matches_rfc4231_hmac() {
         // RFC 4231 test case 2.
         let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        assert_eq!(hex_encode(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        assert_eq!(
+            hex_encode(&mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
         assert_eq!(base64url(b"\xfb\xff"), "-_8");
     }
 
@@ -612,7 +715,9 @@ mod harness_tests {
         assert!(compare_responses(&e, &g2, false).is_err());
         let r = json!({"jsonrpc":"2.0","id":1,"result":{"a":["0x1"]}});
         let r2 = json!({"jsonrpc":"2.0","id":1,"result":{"a":["0x2"]}});
-        assert!(compare_responses(&r, &r2, false).unwrap_err().contains("$.result.a[0]"));
+        assert!(compare_responses(&r, &r2, false)
+            .unwrap_err()
+            .contains("$.result.a[0]"));
         assert!(compare_responses(&r, &r2, true).is_ok());
         assert!(compare_responses(&r, &e, true).is_err());
     }

@@ -128,7 +128,7 @@ pub trait EthApi {
         count: Value,
         newest: BlockParam,
         percentiles: Option<Vec<f64>>,
-    ) -> JsonRpcResult<FeeHistory>;
+    ) -> JsonRpcResult<Value>;
 
     #[method(name = "eth_getLogs")]
     fn logs(&self, filter: Value) -> JsonRpcResult<Vec<Log>>;
@@ -571,13 +571,24 @@ impl EthApiServer for Eth {
         count: Value,
         newest: BlockParam,
         percentiles: Option<Vec<f64>>,
-    ) -> JsonRpcResult<FeeHistory> {
-        Ok(fees::fee_history(
-            &self.ctx,
-            &count,
-            &newest,
-            percentiles.as_deref(),
-        )?)
+    ) -> JsonRpcResult<Value> {
+        let history: FeeHistory =
+            fees::fee_history(&self.ctx, &count, &newest, percentiles.as_deref())?;
+        let mut value = serde_json::to_value(&history).map_err(RpcError::internal)?;
+        // geth writes whole ratios as integers (`0`, `1`), not `0.0`.
+        for key in ["gasUsedRatio", "blobGasUsedRatio"] {
+            if let Some(ratios) = value.get_mut(key).and_then(Value::as_array_mut) {
+                for r in ratios.iter_mut() {
+                    if let Some(f) = r
+                        .as_f64()
+                        .filter(|f| f.fract() == 0.0 && (0.0..=1.0).contains(f))
+                    {
+                        *r = Value::from(f as u64);
+                    }
+                }
+            }
+        }
+        Ok(value)
     }
 
     fn logs(&self, filter: Value) -> JsonRpcResult<Vec<Log>> {
