@@ -127,7 +127,9 @@ fn now() -> u64 {
 /// Mines one block from the pool and cleans the pool up after it.
 pub fn mine_once(store: &Store, pool: &Pool) -> Result<NewBlock, BlockError> {
     let pending = pool.pending();
+    let started = std::time::Instant::now();
     let block = build_block(store, &pending, now())?;
+    crate::rpc::metrics::record_block_gas(block.header.gas_used, started.elapsed());
     let included: Vec<B256> = block
         .body
         .transactions

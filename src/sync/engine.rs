@@ -98,8 +98,10 @@ impl EngineApi {
             .iter()
             .map(|t| *t.tx_hash())
             .collect();
+        let started = std::time::Instant::now();
         match exec::import_block(&self.store, header, block.body) {
-            Ok(_) => {
+            Ok(gas) => {
+                crate::rpc::metrics::record_block_gas(gas, started.elapsed());
                 let state = self
                     .store
                     .state_after(self.store.head().latest)
