@@ -3,6 +3,7 @@
 //! allocation the node needs to build its first state.
 
 mod dev;
+mod public;
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -48,8 +49,16 @@ pub fn load(chain: &str) -> Result<NodeChain, ChainError> {
     match chain {
         "dev" => Ok(from_genesis("dev", &dev_genesis())),
         // The public networks' allocations are large data no registry package provides; their
-        // geth genesis.json files do, so point the user there.
-        "mainnet" | "sepolia" | "hoodi" => Err(ChainError::NoAlloc(chain.to_string())),
+        // geth genesis.json files do (a datadir created from one opens by name afterwards).
+        "mainnet" => Ok(NodeChain {
+            spec: public::mainnet(),
+            alloc: None,
+        }),
+        "sepolia" => Ok(NodeChain {
+            spec: public::sepolia(),
+            alloc: None,
+        }),
+        "hoodi" => Err(ChainError::NoAlloc(chain.to_string())),
         path => {
             let text =
                 std::fs::read_to_string(Path::new(path)).map_err(|source| ChainError::Read {
