@@ -1,6 +1,11 @@
 //! Node start-up: wires chain spec, store, sync and the RPC server together.
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use simnode_api::{ModuleContext, RpcLimits};
 
@@ -38,8 +43,6 @@ pub fn datadir(args: &ChainArgs) -> PathBuf {
         .unwrap_or_default();
     base.join("simnode").join(name)
 }
-
-use std::path::Path;
 
 pub fn open_store(args: &ChainArgs) -> anyhow::Result<(Arc<Store>, NodeChain)> {
     let chain = chain::load(&args.chain)?;

@@ -125,21 +125,13 @@ fn hardforks(c: &ChainConfig) -> EthereumChainHardforks {
                 total_difficulty: ttd,
             })
         }
-        (Some(ttd), None) => {
-            // Without mergeNetsplitBlock the first PoS block is only known once reached; geth
-            // genesis files for post-merge test chains set it, so treat the merge as at genesis
-            // only when the genesis itself has no difficulty.
-            let at = if c.london_block == Some(0) && ttd.is_zero() {
-                0
-            } else {
-                u64::MAX
-            };
-            Some(ForkCondition::TTD {
-                activation_block_number: at,
-                fork_block: None,
-                total_difficulty: ttd,
-            })
-        }
+        // Without mergeNetsplitBlock the first proof-of-stake block is not known in advance;
+        // geth genesis files of post-merge test chains set it, so such a chain stays PoW here.
+        (Some(ttd), None) => Some(ForkCondition::TTD {
+            activation_block_number: u64::MAX,
+            fork_block: None,
+            total_difficulty: ttd,
+        }),
         (None, Some(at)) => Some(ForkCondition::Block(at)),
         (None, None) => None,
     };
