@@ -164,6 +164,17 @@ impl TxPool for Pool {
         self.lock().by_hash.get(hash).cloned()
     }
 
+    fn next_nonce(&self, sender: &Address, state_nonce: u64) -> u64 {
+        let inner = self.lock();
+        let mut next = state_nonce;
+        if let Some(nonces) = inner.by_sender.get(sender) {
+            while nonces.contains_key(&next) {
+                next += 1;
+            }
+        }
+        next
+    }
+
     fn pending_nonce(&self, sender: &Address) -> Option<u64> {
         let inner = self.lock();
         let nonces = inner.by_sender.get(sender)?;
@@ -173,5 +184,46 @@ impl TxPool for Pool {
             next += 1;
         }
         Some(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::{
+        consensus::{SignableTransaction, TxLegacy},
+        primitives::Signature,
+    };
+
+    fn tx(sender: Address, nonce: u64, price: u128) -> Recovered<TxEnvelope> {
+        let t = TxLegacy {
+            nonce,
+            gas_price: price,
+            gas_limit: 21_000,
+            ..Default::default()
+        };
+        let signed = t.into_signed(Signature::test_signature());
+        Recovered::new_unchecked(TxEnvelope::Legacy(signed), sender)
+    }
+
+    #[test]
+    fn next_nonce_stops_at_gaps_and_replacements_need_a_bump() {
+        let pool = Pool::default();
+        let a = Address::repeat_byte(1);
+        for n in [5, 6, 8] {
+            pool.insert(tx(a, n, 10)).unwrap();
+        }
+        assert_eq!(pool.next_nonce(&a, 5), 7, "8 is behind a gap");
+        assert_eq!(pool.next_nonce(&a, 3), 3, "nothing pending follows nonce 3");
+        assert_eq!(pool.next_nonce(&Address::repeat_byte(2), 4), 4);
+        assert!(pool.insert(tx(a, 5, 10)).is_err(), "same transaction again");
+        assert!(
+            pool.insert(tx(a, 6, 10)).is_err(),
+            "replacement without a bump"
+        );
+        assert!(pool.insert(tx(a, 6, 20)).is_ok(), "replacement with a bump");
+        assert_eq!(pool.len(), 3);
+        pool.on_block(&[], |_| Some(6));
+        assert_eq!(pool.len(), 2, "nonce 5 is stale once the account is at 6");
     }
 }

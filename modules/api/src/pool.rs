@@ -17,4 +17,21 @@ pub trait TxPool: Send + Sync {
     fn get(&self, hash: &B256) -> Option<Recovered<TxEnvelope>>;
     /// The next nonce of `sender` counting its pending transactions, if it has any.
     fn pending_nonce(&self, sender: &Address) -> Option<u64>;
+
+    /// The nonce `sender`'s next transaction should use, given its nonce in the latest state:
+    /// past the pending transactions that follow on from it without a gap (a transaction behind a
+    /// gap cannot be mined yet, so it does not count).
+    fn next_nonce(&self, sender: &Address, state_nonce: u64) -> u64 {
+        let nonces: std::collections::BTreeSet<u64> = self
+            .pending()
+            .iter()
+            .filter(|tx| tx.signer() == *sender)
+            .map(|tx| alloy::consensus::Transaction::nonce(tx.inner()))
+            .collect();
+        let mut next = state_nonce;
+        while nonces.contains(&next) {
+            next += 1;
+        }
+        next
+    }
 }

@@ -460,9 +460,7 @@ impl EthApiServer for Eth {
             Ok(s.basic_ref(address)?.map(|a| a.nonce).unwrap_or_default())
         })?;
         if pending {
-            if let Some(next) = self.ctx.pool.pending_nonce(&address) {
-                return Ok(U64::from(next.max(stored)));
-            }
+            return Ok(U64::from(self.ctx.pool.next_nonce(&address, stored)));
         }
         Ok(U64::from(stored))
     }
