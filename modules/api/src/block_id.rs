@@ -36,37 +36,50 @@ impl BlockParam {
     /// Parses a JSON value; the error message is meant for the user.
     pub fn from_value(value: &Value) -> Result<Self, String> {
         match value {
-            Value::Number(n) => n
-                .as_u64()
-                .map(Self::Number)
-                .ok_or_else(|| format!("invalid block number {n}: must be a non-negative integer below 2^64")),
+            Value::Number(n) => n.as_u64().map(Self::Number).ok_or_else(|| {
+                format!("invalid block number {n}: must be a non-negative integer below 2^64")
+            }),
             Value::String(s) => Self::parse_str(s),
             Value::Object(map) => {
                 let hash = map.get("blockHash");
                 let number = map.get("blockNumber");
                 match (hash, number) {
-                    (Some(_), Some(_)) => {
-                        Err("invalid block parameter: blockHash and blockNumber are mutually exclusive".into())
-                    }
+                    (Some(_), Some(_)) => Err(
+                        "invalid block parameter: blockHash and blockNumber are mutually exclusive"
+                            .into(),
+                    ),
                     (Some(Value::String(h)), None) => {
                         let hash = parse_hash(h)?;
                         let require_canonical = match map.get("requireCanonical") {
                             None | Some(Value::Null) => false,
                             Some(Value::Bool(b)) => *b,
-                            Some(_) => return Err("invalid requireCanonical: must be a boolean".into()),
+                            Some(_) => {
+                                return Err("invalid requireCanonical: must be a boolean".into())
+                            }
                         };
-                        Ok(Self::Hash { hash, require_canonical })
+                        Ok(Self::Hash {
+                            hash,
+                            require_canonical,
+                        })
                     }
-                    (Some(_), None) => Err("invalid blockHash: must be a 0x-prefixed 32-byte hex string".into()),
+                    (Some(_), None) => {
+                        Err("invalid blockHash: must be a 0x-prefixed 32-byte hex string".into())
+                    }
                     (None, Some(n)) => match Self::from_value(n)? {
-                        Self::Hash { .. } => Err("invalid blockNumber: expected a number or tag, got a hash".into()),
+                        Self::Hash { .. } => {
+                            Err("invalid blockNumber: expected a number or tag, got a hash".into())
+                        }
                         other => Ok(other),
                     },
-                    (None, None) => Err("invalid block parameter: object needs blockHash or blockNumber".into()),
+                    (None, None) => {
+                        Err("invalid block parameter: object needs blockHash or blockNumber".into())
+                    }
                 }
             }
             Value::Null => Err("missing block parameter".into()),
-            other => Err(format!("invalid block parameter {other}: expected a number, tag or hash")),
+            other => Err(format!(
+                "invalid block parameter {other}: expected a number, tag or hash"
+            )),
         }
     }
 
@@ -81,13 +94,18 @@ impl BlockParam {
         }
         if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
             if hex.len() == 64 {
-                return Ok(Self::Hash { hash: parse_hash(s)?, require_canonical: false });
+                return Ok(Self::Hash {
+                    hash: parse_hash(s)?,
+                    require_canonical: false,
+                });
             }
             if hex.is_empty() {
                 return Err(format!("invalid block number \"{s}\": empty hex string"));
             }
             if hex.len() > 16 {
-                return Err(format!("invalid block number \"{s}\": hex number larger than 64 bits"));
+                return Err(format!(
+                    "invalid block number \"{s}\": hex number larger than 64 bits"
+                ));
             }
             return u64::from_str_radix(hex, 16)
                 .map(Self::Number)
@@ -106,11 +124,14 @@ impl BlockParam {
 }
 
 fn parse_hash(s: &str) -> Result<B256, String> {
-    let hex = s.strip_prefix("0x").ok_or_else(|| format!("invalid block hash \"{s}\": missing 0x prefix"))?;
+    let hex = s
+        .strip_prefix("0x")
+        .ok_or_else(|| format!("invalid block hash \"{s}\": missing 0x prefix"))?;
     if hex.len() != 64 {
         return Err(format!("invalid block hash \"{s}\": must be 32 bytes"));
     }
-    s.parse::<B256>().map_err(|_| format!("invalid block hash \"{s}\": not hex"))
+    s.parse::<B256>()
+        .map_err(|_| format!("invalid block hash \"{s}\": not hex"))
 }
 
 impl<'de> Deserialize<'de> for BlockParam {
@@ -135,14 +156,22 @@ mod tests {
         let h = format!("0x{}", "ab".repeat(32));
         assert_eq!(
             p(json!(h)),
-            Ok(BlockParam::Hash { hash: h.parse().unwrap(), require_canonical: false })
+            Ok(BlockParam::Hash {
+                hash: h.parse().unwrap(),
+                require_canonical: false
+            })
         );
         assert_eq!(
             p(json!({"blockHash": h, "requireCanonical": true})),
-            Ok(BlockParam::Hash { hash: h.parse().unwrap(), require_canonical: true })
+            Ok(BlockParam::Hash {
+                hash: h.parse().unwrap(),
+                require_canonical: true
+            })
         );
         assert_eq!(p(json!({"blockNumber": "0x2"})), Ok(BlockParam::Number(2)));
-        assert!(p(json!("0x1ffffffffffffffff")).unwrap_err().contains("64 bits"));
+        assert!(p(json!("0x1ffffffffffffffff"))
+            .unwrap_err()
+            .contains("64 bits"));
         assert!(p(json!("0xabc")).is_ok());
         assert!(p(json!(format!("0x{}", "ab".repeat(31)))).is_err());
         assert!(p(json!("lates")).unwrap_err().contains("latest"));

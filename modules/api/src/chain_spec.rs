@@ -45,7 +45,12 @@ impl ChainSpec {
 
     /// The EVM environment to execute `header`'s block in.
     pub fn evm_env(&self, header: &Header) -> EvmEnv {
-        EvmEnv::for_eth_block(header, self, self.chain_id, self.blob_params_at(header.timestamp))
+        EvmEnv::for_eth_block(
+            header,
+            self,
+            self.chain_id,
+            self.blob_params_at(header.timestamp),
+        )
     }
 
     /// Base fee of the child of `parent`, `None` before London.
@@ -66,7 +71,11 @@ impl ChainSpec {
             (Some(e), Some(u)) => (e, u),
             _ => return Some(0),
         };
-        Some(params.next_block_excess_blob_gas_osaka(excess, used, parent.base_fee_per_gas.unwrap_or_default()))
+        Some(params.next_block_excess_blob_gas_osaka(
+            excess,
+            used,
+            parent.base_fee_per_gas.unwrap_or_default(),
+        ))
     }
 
     /// Whether the block at `number` comes after the merge (proof of stake).

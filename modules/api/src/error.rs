@@ -90,7 +90,10 @@ impl RpcError {
     }
 
     pub fn simulate(code: SimulateCode, message: impl Into<String>) -> Self {
-        Self::Simulate { code, message: message.into() }
+        Self::Simulate {
+            code,
+            message: message.into(),
+        }
     }
 
     /// The JSON-RPC error code of this error.
@@ -114,7 +117,9 @@ impl From<RpcError> for ErrorObjectOwned {
     fn from(err: RpcError) -> Self {
         let code = err.code();
         match err {
-            RpcError::Reverted { message, data } => ErrorObjectOwned::owned(code, message, Some(data)),
+            RpcError::Reverted { message, data } => {
+                ErrorObjectOwned::owned(code, message, Some(data))
+            }
             other => ErrorObjectOwned::owned(code, other.to_string(), None::<()>),
         }
     }
