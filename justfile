@@ -25,7 +25,7 @@ testdata:
     cargo run --bin gen-testdata -- --out testdata
 
 # Benchmarks. Each part is its own recipe; `bench` runs them all.
-bench: bench-import
+bench: bench-import bench-compare
 
 # Import throughput: generate 1 setup block + N full 60M-gas blocks (storage-writing calls and
 # transfers to new accounts) on the bench genesis, then time `simnode import` of them into a
@@ -46,3 +46,10 @@ bench-import N="200":
     echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     awk -v b="$blocks" -v x="$txs" -v g="$gas" -v s="$start" -v e="$end" 'BEGIN { t = e - s;
         printf "import bench: %d blocks, %d transactions, %.1f Mgas in %.2f s: %.1f Mgas/s\n", b, x, g / 1e6, t, g / 1e6 / t }'
+
+# simnode against anvil, same machine, same run, with the shared load kit (../shared/bench):
+# eth_blockNumber, eth_simulateV1 (transfer; traceTransfers over 3 blocks), eth_getBlockReceipts
+# (50-tx block), trace_callMany (simnode only). Prints a markdown table and peak RSS; see bench/run.sh
+# for the environment knobs (BENCH_DURATION, BENCH_CONNS, SIMNODE_SHARED, BENCH_RESULTS, ...).
+bench-compare:
+    bash bench/run.sh
