@@ -1,0 +1,315 @@
+// viem against a running simnode dev node, over HTTP and over WebSocket.
+//
+// Run by ../../run.sh, which starts `target/release/simnode node --dev` and passes
+// SIMNODE_HTTP_URL (http://127.0.0.1:PORT/v3/KEY) and SIMNODE_WS_URL (ws://.../ws/v3/KEY).
+// The suite sends its own transactions first (a transfer, a contract deployment and a call
+// that emits an event), then checks what a viem user would look at: receipts, simulated
+// blocks and calls, and raw trace_callMany answers.
+
+import { after, before, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+
+import {
+  createPublicClient,
+  createWalletClient,
+  decodeEventLog,
+  defineChain,
+  getContractAddress,
+  hexToBigInt,
+  http,
+  pad,
+  parseAbi,
+  parseEther,
+  toHex,
+  webSocket,
+  zeroAddress,
+} from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+
+const HTTP_URL = process.env.SIMNODE_HTTP_URL
+const WS_URL = process.env.SIMNODE_WS_URL
+if (!HTTP_URL || !WS_URL) {
+  throw new Error('SIMNODE_HTTP_URL and SIMNODE_WS_URL must point at a simnode dev node (tests/clients/run.sh sets them)')
+}
+
+const contracts = JSON.parse(readFileSync(new URL('../../contracts.json', import.meta.url), 'utf8'))
+const storedAbi = parseAbi([contracts.storedEvent])
+
+// Dev accounts 4 and 5 of the test mnemonic (the Python suite uses others), each with 10,000 ETH.
+const sender = privateKeyToAccount('0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a')
+const simulator = privateKeyToAccount('0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba')
+const TEN_THOUSAND_ETH = parseEther('10000')
+
+const devChain = defineChain({
+  id: 1337,
+  name: 'simnode dev',
+  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+  rpcUrls: { default: { http: [HTTP_URL], webSocket: [WS_URL] } },
+})
+
+const word = (n) => pad(toHex(n), { size: 32 })
+const addrTopic = (a) => pad(a.toLowerCase(), { size: 32 })
+
+// What the setup sent, filled by the top-level `before`.
+const sent = {}
+
+before(async () => {
+  const client = createPublicClient({ chain: devChain, transport: http(HTTP_URL), pollingInterval: 100 })
+  const wallet = createWalletClient({ account: sender, chain: devChain, transport: http(HTTP_URL) })
+
+  assert.equal(await client.getChainId(), 1337)
+  assert.equal(await client.getBalance({ address: simulator.address }), TEN_THOUSAND_ETH,
+    'the simulating account must be untouched (fresh dev chain)')
+
+  // 1. A plain transfer to a fresh address.
+  sent.recipient = privateKeyToAccount(generatePrivateKey()).address
+  sent.transferValue = parseEther('1.5')
+  sent.transferHash = await wallet.sendTransaction({ to: sent.recipient, value: sent.transferValue })
+  sent.transfer = await client.waitForTransactionReceipt({ hash: sent.transferHash, timeout: 30_000 })
+
+  // 2. Deploy the Store contract.
+  sent.deployNonce = await client.getTransactionCount({ address: sender.address })
+  sent.deployHash = await wallet.sendTransaction({ data: contracts.storeInitCode })
+  sent.deploy = await client.waitForTransactionReceipt({ hash: sent.deployHash, timeout: 30_000 })
+  sent.contract = getContractAddress({ from: sender.address, nonce: BigInt(sent.deployNonce) })
+
+  // 3. Call it: stores 42 and emits Stored(sender, 42).
+  sent.callHash = await wallet.sendTransaction({ to: sent.contract, data: word(42n) })
+  sent.call = await client.waitForTransactionReceipt({ hash: sent.callHash, timeout: 30_000 })
+
+  for (const r of [sent.transfer, sent.deploy, sent.call]) assert.equal(r.status, 'success')
+  sent.head = await client.getBlockNumber({ cacheTime: 0 })
+})
+
+const transports = [
+  ['HTTP', () => http(HTTP_URL)],
+  ['WebSocket', () => webSocket(WS_URL)],
+]
+
+for (const [name, makeTransport] of transports) {
+  describe(`viem over ${name}`, () => {
+    let client
+
+    before(async () => {
+      client = createPublicClient({ chain: devChain, transport: makeTransport(), pollingInterval: 100 })
+      // Fail early and clearly if the transport cannot reach the node at all.
+      assert.equal(await client.getChainId(), 1337)
+    })
+
+    after(async () => {
+      if (name === 'WebSocket') {
+        const rpc = await client.transport.getRpcClient()
+        rpc.close()
+      }
+    })
+
+    test('getBlockReceipts: the transfer block', async () => {
+      const receipts = await client.getBlockReceipts({ blockNumber: sent.transfer.blockNumber })
+      assert.equal(receipts.length, 1)
+      const [r] = receipts
+      assert.equal(r.transactionHash, sent.transferHash)
+      assert.equal(r.status, 'success')
+      assert.equal(r.type, 'eip1559')
+      assert.equal(r.from, sender.address.toLowerCase())
+      assert.equal(r.to, sent.recipient.toLowerCase())
+      assert.equal(r.gasUsed, 21000n)
+      assert.equal(r.cumulativeGasUsed, 21000n)
+      assert.equal(r.contractAddress, null)
+      assert.deepEqual(r.logs, [])
+      assert.equal(r.logsBloom, `0x${'0'.repeat(512)}`)
+      assert.equal(r.transactionIndex, 0)
+      assert.equal(r.blockNumber, sent.transfer.blockNumber)
+      assert.ok(r.effectiveGasPrice > 0n, 'effectiveGasPrice must be set on a London chain')
+
+      const block = await client.getBlock({ blockNumber: sent.transfer.blockNumber })
+      assert.equal(r.blockHash, block.hash)
+      assert.equal(r.effectiveGasPrice >= block.baseFeePerGas, true)
+      // The same receipt as eth_getTransactionReceipt gives.
+      assert.deepEqual(r, await client.getTransactionReceipt({ hash: sent.transferHash }))
+      // And the transfer really happened.
+      assert.equal(await client.getBalance({ address: sent.recipient }), sent.transferValue)
+    })
+
+    test('getBlockReceipts: the deployment block, by block hash', async () => {
+      const receipts = await client.getBlockReceipts({ blockHash: sent.deploy.blockHash })
+      assert.equal(receipts.length, 1)
+      const [r] = receipts
+      assert.equal(r.transactionHash, sent.deployHash)
+      assert.equal(r.status, 'success')
+      assert.equal(r.to, null)
+      assert.equal(r.contractAddress, sent.contract.toLowerCase())
+      assert.ok(r.gasUsed > 53000n, `a creation costs more than 53000 gas, got ${r.gasUsed}`)
+      assert.deepEqual(r.logs, [])
+      assert.equal(await client.getCode({ address: sent.contract }), contracts.storeRuntime)
+    })
+
+    test('getBlockReceipts: the event block has the Stored log', async () => {
+      const receipts = await client.getBlockReceipts({ blockNumber: sent.call.blockNumber })
+      assert.equal(receipts.length, 1)
+      const [r] = receipts
+      assert.equal(r.status, 'success')
+      assert.equal(r.to, sent.contract.toLowerCase())
+      assert.equal(r.logs.length, 1)
+      const [log] = r.logs
+      assert.equal(log.address, sent.contract.toLowerCase())
+      assert.deepEqual(log.topics, [contracts.storedTopic, addrTopic(sender.address)])
+      assert.equal(log.data, word(42n))
+      assert.equal(log.logIndex, 0)
+      assert.equal(log.transactionIndex, 0)
+      assert.equal(log.transactionHash, sent.callHash)
+      assert.equal(log.blockHash, r.blockHash)
+      assert.equal(log.blockNumber, sent.call.blockNumber)
+      assert.equal(log.removed, false)
+      assert.notEqual(r.logsBloom, `0x${'0'.repeat(512)}`)
+      const decoded = decodeEventLog({ abi: storedAbi, data: log.data, topics: log.topics })
+      assert.equal(decoded.eventName, 'Stored')
+      assert.equal(decoded.args.sender, sender.address)
+      assert.equal(decoded.args.value, 42n)
+      assert.deepEqual(r, await client.getTransactionReceipt({ hash: sent.callHash }))
+      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0' }), word(42n))
+    })
+
+    test('simulateBlocks: transfer, event and revert over two blocks, chain unchanged', async () => {
+      const fresh = privateKeyToAccount(generatePrivateKey()).address
+      const balanceOf = privateKeyToAccount(generatePrivateKey()).address
+      const value = parseEther('2')
+      const blocks = await client.simulateBlocks({
+        blocks: [
+          {
+            calls: [
+              { account: simulator.address, to: fresh, value },
+              { account: simulator.address, to: sent.contract, data: word(7n) },
+            ],
+          },
+          {
+            stateOverrides: [{ address: balanceOf, code: contracts.balanceOfRuntime }],
+            calls: [
+              { account: simulator.address, to: balanceOf, data: pad(fresh, { size: 32 }) },
+              { account: simulator.address, to: balanceOf, data: pad(simulator.address, { size: 32 }) },
+              { account: simulator.address, to: sent.contract, data: word(0n) },
+            ],
+          },
+        ],
+      })
+      const head = await client.getBlock({ blockNumber: sent.head })
+      assert.equal(blocks.length, 2)
+      assert.equal(blocks[0].number, sent.head + 1n)
+      assert.equal(blocks[1].number, sent.head + 2n)
+      assert.equal(blocks[0].parentHash, head.hash)
+      assert.equal(blocks[1].parentHash, blocks[0].hash)
+      assert.equal(blocks[1].timestamp - blocks[0].timestamp, 12n)
+
+      const [transfer, store] = blocks[0].calls
+      assert.equal(transfer.status, 'success')
+      assert.equal(transfer.gasUsed, 21000n)
+      assert.deepEqual(transfer.logs, [])
+      assert.equal(store.status, 'success')
+      assert.equal(store.data, word(7n))
+      assert.equal(store.logs.length, 1)
+      assert.equal(store.logs[0].address, sent.contract.toLowerCase())
+      assert.deepEqual(store.logs[0].topics, [contracts.storedTopic, addrTopic(simulator.address)])
+      assert.equal(store.logs[0].data, word(7n))
+      assert.equal(blocks[0].gasUsed, transfer.gasUsed + store.gasUsed)
+
+      // Block 2 sees block 1's state: the fresh address holds exactly what was sent, and the
+      // sender holds 10,000 ETH minus that value (simulation without validation charges no
+      // fee: base fee 0, no gas price given).
+      const [freshBalance, simBalance, revert] = blocks[1].calls
+      assert.equal(freshBalance.status, 'success')
+      assert.equal(hexToBigInt(freshBalance.data), value)
+      assert.equal(hexToBigInt(simBalance.data), TEN_THOUSAND_ETH - value)
+      assert.equal(revert.status, 'failure')
+      assert.ok(revert.error, 'a reverted call carries an error')
+      assert.equal(revert.data, '0x')
+
+      // Nothing of it reached the chain.
+      assert.equal(await client.getBalance({ address: fresh }), 0n)
+      assert.equal(await client.getBalance({ address: simulator.address }), TEN_THOUSAND_ETH)
+      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0' }), word(42n))
+      assert.equal(await client.getBlockNumber({ cacheTime: 0 }), sent.head)
+    })
+
+    test('simulateCalls: results and ETH asset changes', async () => {
+      const fresh = privateKeyToAccount(generatePrivateKey()).address
+      const value = parseEther('3')
+      const { results, assetChanges, block } = await client.simulateCalls({
+        account: simulator.address,
+        calls: [
+          { to: fresh, value },
+          { to: sent.contract, data: word(5n) },
+        ],
+        traceAssetChanges: true,
+      })
+      assert.equal(block.number, sent.head + 1n)
+      assert.equal(results.length, 2)
+      assert.equal(results[0].status, 'success')
+      assert.equal(results[0].gasUsed, 21000n)
+      assert.equal(results[1].status, 'success')
+      assert.equal(results[1].data, word(5n))
+      assert.equal(results[1].logs.length, 1)
+      const decoded = decodeEventLog({ abi: storedAbi, data: results[1].logs[0].data, topics: results[1].logs[0].topics })
+      assert.equal(decoded.args.sender, simulator.address)
+      assert.equal(decoded.args.value, 5n)
+
+      const eth = assetChanges.find((c) => c.token.address.toLowerCase() === '0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee')
+      assert.ok(eth, `an ETH entry in assetChanges: ${JSON.stringify(assetChanges, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}`)
+      assert.equal(eth.value.pre, TEN_THOUSAND_ETH)
+      assert.equal(eth.value.post, TEN_THOUSAND_ETH - value)
+      assert.equal(eth.value.diff, -value)
+    })
+
+    test('trace_callMany (raw request): call traces and a storage stateDiff', async () => {
+      const fresh = privateKeyToAccount(generatePrivateKey()).address
+      const value = parseEther('0.25')
+      const out = await client.request({
+        method: 'trace_callMany',
+        params: [
+          [
+            [{ from: simulator.address, to: fresh, value: toHex(value) }, ['trace']],
+            [{ from: simulator.address, to: sent.contract, data: word(9n) }, ['trace', 'stateDiff']],
+          ],
+          'latest',
+        ],
+      })
+      assert.equal(out.length, 2)
+
+      const [t0, t1] = out
+      assert.equal(t0.output, '0x')
+      assert.equal(t0.stateDiff, null)
+      assert.equal(t0.vmTrace, null)
+      assert.equal(t0.trace.length, 1)
+      assert.equal(t0.trace[0].type, 'call')
+      assert.deepEqual(t0.trace[0].traceAddress, [])
+      assert.equal(t0.trace[0].subtraces, 0)
+      assert.equal(t0.trace[0].action.callType, 'call')
+      assert.equal(t0.trace[0].action.from, simulator.address.toLowerCase())
+      assert.equal(t0.trace[0].action.to, fresh.toLowerCase())
+      assert.equal(hexToBigInt(t0.trace[0].action.value), value)
+      assert.equal(t0.trace[0].action.input, '0x')
+      assert.equal(hexToBigInt(t0.trace[0].result.gasUsed), 0n) // parity: gas used beyond the intrinsic 21000
+      assert.equal(t0.trace[0].result.output, '0x')
+
+      assert.equal(t1.output, word(9n))
+      assert.equal(t1.trace.length, 1)
+      assert.equal(t1.trace[0].action.to, sent.contract.toLowerCase())
+      assert.equal(t1.trace[0].action.input, word(9n))
+      assert.equal(t1.trace[0].result.output, word(9n))
+      assert.ok(hexToBigInt(t1.trace[0].result.gasUsed) > 0n)
+      // Storage slot 0 goes 42 -> 9, relative to the chain state (the calls are chained, but
+      // the first one did not touch the contract).
+      const contractDiff = t1.stateDiff[sent.contract.toLowerCase()]
+      assert.ok(contractDiff, `stateDiff has the contract: ${JSON.stringify(t1.stateDiff)}`)
+      assert.deepEqual(contractDiff.storage[word(0n)], { '*': { from: word(42n), to: word(9n) } })
+      assert.equal(contractDiff.balance, '=')
+      // The sender's nonce moves from 0 (the first call was already committed: 0 -> 1 -> 2).
+      const senderDiff = t1.stateDiff[simulator.address.toLowerCase()]
+      assert.ok(senderDiff, 'stateDiff has the sender')
+      assert.deepEqual(senderDiff.nonce, { '*': { from: '0x1', to: '0x2' } })
+
+      // The chain is untouched.
+      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0' }), word(42n))
+      assert.equal(await client.getBalance({ address: fresh }), 0n)
+    })
+  })
+}
