@@ -14,21 +14,23 @@ rc=$?
 problems=()
 ((rc != 0)) || problems+=("run.sh exited 0 with broken receipts")
 expect() { grep -Eq -- "$1" "$out" || problems+=("missing in the output: $1"); }
-# viem (spec reporter): the three getBlockReceipts tests fail over HTTP, pass over WebSocket.
-for t in 'the transfer block' 'the deployment block, by block hash' 'the event block has the Stored log'; do
+# viem (spec reporter): each getBlockReceipts test fails over HTTP, pass over WebSocket.
+for t in 'the transfer block' 'the deployment block, by block hash' 'the event block has the Stored log' \
+    'a block with three transactions'; do
     expect "✖ getBlockReceipts: $t"
     expect "✔ getBlockReceipts: $t"
 done
 expect '✔ simulateBlocks'
-expect 'ℹ pass 9$'
-expect 'ℹ fail 3$'
+expect 'ℹ pass 10$'
+expect 'ℹ fail 4$'
 # web3.py: the receipt tests fail over HTTP only; everything else passes.
 expect 'test_block_receipts_transfer\[http\] FAILED'
 expect 'test_block_receipts_deployment_by_hash\[http\] FAILED'
 expect 'test_block_receipts_event\[http\] FAILED'
+expect 'test_block_receipts_three_transactions\[http\] FAILED'
 expect 'test_block_receipts_transfer\[ws\] PASSED'
 expect 'test_simulate_v1\[http\] PASSED'
-expect '3 failed, 12 passed'
+expect '4 failed, 14 passed'
 
 if ((${#problems[@]})); then
     cat "$out"
@@ -36,4 +38,4 @@ if ((${#problems[@]})); then
     printf '  %s\n' "${problems[@]}" >&2
     exit 1
 fi
-echo "client runner self-test passed: a flipped receipt status fails both suites (3 viem + 3 web3.py tests over HTTP), nothing else does"
+echo "client runner self-test passed: a flipped receipt status fails both suites (the 4 viem + 4 web3.py receipt tests over HTTP), nothing else does"

@@ -73,6 +73,29 @@ def chain():
 
     call_hash, call = send({"to": contract, "data": Web3.to_hex(word(42))})
 
+    # Three transactions in one block: store(100), a transfer, store(101). Sent with the nonces
+    # in reverse so that the first two wait in the pool behind a nonce gap and all three become
+    # executable together when the lowest arrives.
+    nonce = w3.eth.get_transaction_count(SENDER.address)
+    batch_recipient = Account.create().address
+    common = {"chainId": 1337, "maxFeePerGas": 20 * 10**9, "maxPriorityFeePerGas": 10**9}
+    batch = [
+        {"nonce": nonce, "to": contract, "data": word(100), "gas": 100_000, "value": 0},
+        {"nonce": nonce + 1, "to": batch_recipient, "value": 7, "gas": 21_000},
+        {"nonce": nonce + 2, "to": contract, "data": word(101), "gas": 100_000, "value": 0},
+    ]
+    raws = [SENDER.sign_transaction({**common, **tx}).raw_transaction for tx in batch]
+    batch_hashes = [None] * 3
+    for i in (2, 1, 0):
+        batch_hashes[i] = w3.eth.send_raw_transaction(raws[i])
+    batch_receipts = [
+        w3.eth.wait_for_transaction_receipt(h, timeout=30, poll_latency=0.1) for h in batch_hashes
+    ]
+    assert len({r["blockNumber"] for r in batch_receipts}) == 1, (
+        "the dev miner should put the three transactions released together into one block"
+    )
+    assert all(r["status"] == 1 for r in batch_receipts), batch_receipts
+
     return SimpleNamespace(
         recipient=recipient,
         transfer_value=transfer_value,
@@ -83,6 +106,10 @@ def chain():
         contract=contract,
         call_hash=call_hash,
         call=call,
+        batch_recipient=batch_recipient,
+        batch_hashes=batch_hashes,
+        batch=batch_receipts,
+        stored=101,
         head=w3.eth.block_number,
     )
 

@@ -92,8 +92,34 @@ def test_block_receipts_event(client, chain):
     assert event["args"]["sender"] == SENDER.address
     assert event["args"]["value"] == 42
     assert r == client.run(lambda w3: w3.eth.get_transaction_receipt(chain.call_hash))
-    slot0 = client.run(lambda w3: w3.eth.get_storage_at(chain.contract, 0))
+    slot0 = client.run(
+        lambda w3: w3.eth.get_storage_at(chain.contract, 0, chain.call["blockNumber"])
+    )
     assert slot0 == HexBytes(word(42))
+
+
+def test_block_receipts_three_transactions(client, chain):
+    number = chain.batch[0]["blockNumber"]
+    receipts = client.run(lambda w3: w3.eth.get_block_receipts(number))
+    assert [r["transactionHash"] for r in receipts] == chain.batch_hashes
+    assert [r["transactionIndex"] for r in receipts] == [0, 1, 2]
+    assert [r["status"] for r in receipts] == [1, 1, 1]
+    assert receipts[1]["gasUsed"] == 21000
+    assert receipts[0]["cumulativeGasUsed"] == receipts[0]["gasUsed"]
+    assert receipts[1]["cumulativeGasUsed"] == receipts[0]["gasUsed"] + 21000
+    assert receipts[2]["cumulativeGasUsed"] == receipts[1]["cumulativeGasUsed"] + receipts[2]["gasUsed"]
+    # Log indexes count through the block, not per transaction.
+    assert [[log["logIndex"] for log in r["logs"]] for r in receipts] == [[0], [], [1]]
+    assert receipts[0]["logs"][0]["data"] == HexBytes(word(100))
+    assert receipts[2]["logs"][0]["data"] == HexBytes(word(101))
+    assert receipts[2]["logs"][0]["transactionIndex"] == 2
+    assert receipts[2]["logs"][0]["transactionHash"] == chain.batch_hashes[2]
+    block = client.run(lambda w3: w3.eth.get_block(number))
+    assert list(block["transactions"]) == chain.batch_hashes
+    assert block["gasUsed"] == receipts[2]["cumulativeGasUsed"]
+    assert all(r["blockHash"] == block["hash"] for r in receipts)
+    assert receipts == chain.batch
+    assert client.run(lambda w3: w3.eth.get_balance(chain.batch_recipient)) == 7
 
 
 def test_simulate_v1(client, chain):
@@ -161,7 +187,7 @@ def test_simulate_v1(client, chain):
     # Nothing reached the chain.
     assert client.run(lambda w3: w3.eth.get_balance(fresh)) == 0
     assert client.run(lambda w3: w3.eth.get_balance(SIMULATOR.address)) == TEN_THOUSAND_ETH
-    assert client.run(lambda w3: w3.eth.get_storage_at(chain.contract, 0)) == HexBytes(word(42))
+    assert client.run(lambda w3: w3.eth.get_storage_at(chain.contract, 0)) == HexBytes(word(chain.stored))
     assert client.run(lambda w3: w3.eth.block_number) == chain.head
 
 
@@ -208,11 +234,11 @@ def test_trace_call_many_raw(client, chain):
     assert int(t1["trace"][0]["result"]["gasUsed"], 16) > 0
     diff = {to_checksum_address(k): v for k, v in t1["stateDiff"].items()}
     assert diff[chain.contract]["storage"] == {
-        Web3.to_hex(word(0)): {"*": {"from": Web3.to_hex(word(42)), "to": w9}}
+        Web3.to_hex(word(0)): {"*": {"from": Web3.to_hex(word(chain.stored)), "to": w9}}
     }
     assert diff[chain.contract]["balance"] == "="
     # The first call was committed before the second: the nonce goes 1 -> 2.
     assert diff[SIMULATOR.address]["nonce"] == {"*": {"from": "0x1", "to": "0x2"}}
 
-    assert client.run(lambda w3: w3.eth.get_storage_at(chain.contract, 0)) == HexBytes(word(42))
+    assert client.run(lambda w3: w3.eth.get_storage_at(chain.contract, 0)) == HexBytes(word(chain.stored))
     assert client.run(lambda w3: w3.eth.get_balance(fresh)) == 0

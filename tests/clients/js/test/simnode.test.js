@@ -21,6 +21,7 @@ import {
   pad,
   parseAbi,
   parseEther,
+  parseGwei,
   toHex,
   webSocket,
   zeroAddress,
@@ -78,7 +79,26 @@ before(async () => {
   sent.callHash = await wallet.sendTransaction({ to: sent.contract, data: word(42n) })
   sent.call = await client.waitForTransactionReceipt({ hash: sent.callHash, timeout: 30_000 })
 
-  for (const r of [sent.transfer, sent.deploy, sent.call]) assert.equal(r.status, 'success')
+  // 4. Three transactions in one block: store(100), a transfer, store(101). Sent with the
+  // nonces in reverse so that the first two wait in the pool behind a nonce gap and all
+  // three become executable together when the lowest arrives.
+  const nonce = await client.getTransactionCount({ address: sender.address })
+  const fees = { maxFeePerGas: parseGwei('20'), maxPriorityFeePerGas: parseGwei('1') }
+  sent.batchRecipient = privateKeyToAccount(generatePrivateKey()).address
+  const batch = [
+    { nonce, to: sent.contract, data: word(100n), gas: 100_000n, ...fees },
+    { nonce: nonce + 1, to: sent.batchRecipient, value: 7n, gas: 21_000n, ...fees },
+    { nonce: nonce + 2, to: sent.contract, data: word(101n), gas: 100_000n, ...fees },
+  ]
+  const raws = await Promise.all(batch.map((tx) => wallet.signTransaction(tx)))
+  sent.batchHashes = []
+  for (const i of [2, 1, 0]) sent.batchHashes[i] = await wallet.sendRawTransaction({ serializedTransaction: raws[i] })
+  sent.batch = await Promise.all(sent.batchHashes.map((hash) => client.waitForTransactionReceipt({ hash, timeout: 30_000 })))
+  assert.deepEqual(sent.batch.map((r) => r.blockNumber), Array(3).fill(sent.batch[0].blockNumber),
+    'the dev miner should put the three transactions released together into one block')
+  sent.stored = 101n
+
+  for (const r of [sent.transfer, sent.deploy, sent.call, ...sent.batch]) assert.equal(r.status, 'success')
   sent.head = await client.getBlockNumber({ cacheTime: 0 })
 })
 
@@ -167,7 +187,33 @@ for (const [name, makeTransport] of transports) {
       assert.equal(decoded.args.sender, sender.address)
       assert.equal(decoded.args.value, 42n)
       assert.deepEqual(r, await client.getTransactionReceipt({ hash: sent.callHash }))
-      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0' }), word(42n))
+      // The event's value is what the chain stored at that block.
+      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0', blockNumber: sent.call.blockNumber }), word(42n))
+    })
+
+    test('getBlockReceipts: a block with three transactions', async () => {
+      const blockNumber = sent.batch[0].blockNumber
+      const receipts = await client.getBlockReceipts({ blockNumber })
+      assert.deepEqual(receipts.map((r) => r.transactionHash), sent.batchHashes)
+      assert.deepEqual(receipts.map((r) => r.transactionIndex), [0, 1, 2])
+      assert.deepEqual(receipts.map((r) => r.status), ['success', 'success', 'success'])
+      assert.equal(receipts[1].gasUsed, 21000n)
+      assert.equal(receipts[0].cumulativeGasUsed, receipts[0].gasUsed)
+      assert.equal(receipts[1].cumulativeGasUsed, receipts[0].gasUsed + 21000n)
+      assert.equal(receipts[2].cumulativeGasUsed, receipts[1].cumulativeGasUsed + receipts[2].gasUsed)
+      // Log indexes count through the block, not per transaction.
+      assert.deepEqual(receipts.map((r) => r.logs.map((l) => l.logIndex)), [[0], [], [1]])
+      assert.deepEqual(receipts[0].logs[0].topics, [contracts.storedTopic, addrTopic(sender.address)])
+      assert.equal(receipts[0].logs[0].data, word(100n))
+      assert.equal(receipts[2].logs[0].data, word(101n))
+      assert.equal(receipts[2].logs[0].transactionIndex, 2)
+      assert.equal(receipts[2].logs[0].transactionHash, sent.batchHashes[2])
+      const block = await client.getBlock({ blockNumber })
+      assert.deepEqual(block.transactions, sent.batchHashes)
+      assert.equal(block.gasUsed, receipts[2].cumulativeGasUsed)
+      for (const r of receipts) assert.equal(r.blockHash, block.hash)
+      assert.deepEqual(receipts, await Promise.all(sent.batchHashes.map((hash) => client.getTransactionReceipt({ hash }))))
+      assert.equal(await client.getBalance({ address: sent.batchRecipient }), 7n)
     })
 
     test('simulateBlocks: transfer, event and revert over two blocks, chain unchanged', async () => {
@@ -175,6 +221,7 @@ for (const [name, makeTransport] of transports) {
       const balanceOf = privateKeyToAccount(generatePrivateKey()).address
       const value = parseEther('2')
       const blocks = await client.simulateBlocks({
+        returnFullTransactions: true,
         blocks: [
           {
             calls: [
@@ -212,6 +259,23 @@ for (const [name, makeTransport] of transports) {
       assert.equal(store.logs[0].data, word(7n))
       assert.equal(blocks[0].gasUsed, transfer.gasUsed + store.gasUsed)
 
+      // The simulated transactions, in full: unsigned type-2, nonces counted from the chain's.
+      const txs = blocks[0].transactions
+      assert.equal(txs.length, 2)
+      assert.equal(txs[0].from, simulator.address.toLowerCase())
+      assert.equal(txs[0].to, fresh.toLowerCase())
+      assert.equal(txs[0].value, value)
+      assert.equal(txs[0].type, 'eip1559')
+      assert.equal(txs[0].chainId, 1337)
+      assert.deepEqual(txs.map((t) => t.nonce), [0, 1])
+      assert.deepEqual(txs.map((t) => t.transactionIndex), [0, 1])
+      assert.equal(txs[1].input, word(7n))
+      for (const t of txs) {
+        assert.equal(t.blockHash, blocks[0].hash)
+        assert.equal(t.blockNumber, blocks[0].number)
+      }
+      assert.deepEqual(blocks[1].transactions.map((t) => t.nonce), [2, 3, 4])
+
       // Block 2 sees block 1's state: the fresh address holds exactly what was sent, and the
       // sender holds 10,000 ETH minus that value (simulation without validation charges no
       // fee: base fee 0, no gas price given).
@@ -226,7 +290,7 @@ for (const [name, makeTransport] of transports) {
       // Nothing of it reached the chain.
       assert.equal(await client.getBalance({ address: fresh }), 0n)
       assert.equal(await client.getBalance({ address: simulator.address }), TEN_THOUSAND_ETH)
-      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0' }), word(42n))
+      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0' }), word(sent.stored))
       assert.equal(await client.getBlockNumber({ cacheTime: 0 }), sent.head)
     })
 
@@ -296,11 +360,11 @@ for (const [name, makeTransport] of transports) {
       assert.equal(t1.trace[0].action.input, word(9n))
       assert.equal(t1.trace[0].result.output, word(9n))
       assert.ok(hexToBigInt(t1.trace[0].result.gasUsed) > 0n)
-      // Storage slot 0 goes 42 -> 9, relative to the chain state (the calls are chained, but
+      // Storage slot 0 goes 101 -> 9, relative to the chain state (the calls are chained, but
       // the first one did not touch the contract).
       const contractDiff = t1.stateDiff[sent.contract.toLowerCase()]
       assert.ok(contractDiff, `stateDiff has the contract: ${JSON.stringify(t1.stateDiff)}`)
-      assert.deepEqual(contractDiff.storage[word(0n)], { '*': { from: word(42n), to: word(9n) } })
+      assert.deepEqual(contractDiff.storage[word(0n)], { '*': { from: word(sent.stored), to: word(9n) } })
       assert.equal(contractDiff.balance, '=')
       // The sender's nonce moves from 0 (the first call was already committed: 0 -> 1 -> 2).
       const senderDiff = t1.stateDiff[simulator.address.toLowerCase()]
@@ -308,7 +372,7 @@ for (const [name, makeTransport] of transports) {
       assert.deepEqual(senderDiff.nonce, { '*': { from: '0x1', to: '0x2' } })
 
       // The chain is untouched.
-      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0' }), word(42n))
+      assert.equal(await client.getStorageAt({ address: sent.contract, slot: '0x0' }), word(sent.stored))
       assert.equal(await client.getBalance({ address: fresh }), 0n)
     })
   })
