@@ -72,7 +72,11 @@ scratch=$(mktemp -d "$root/target/clients-run.XXXXXX")
 node_pid=
 proxy_pid=
 cleanup() {
-    [[ -n "$proxy_pid" ]] && kill "$proxy_pid" 2>/dev/null && wait "$proxy_pid" 2>/dev/null
+    set +e
+    if [[ -n "$proxy_pid" ]]; then
+        kill "$proxy_pid" 2>/dev/null
+        wait "$proxy_pid" 2>/dev/null
+    fi
     if [[ -n "$node_pid" ]]; then
         kill "$node_pid" 2>/dev/null || true
         wait "$node_pid" 2>/dev/null || true
