@@ -18,4 +18,4 @@ wait "$WRK" || true
 grep RESULT "$OUT/wrk.txt" || true
 perf script -i "$OUT/perf.data" -F comm,tid,ip,sym 2>/dev/null > "$OUT/perf-script.txt"
 perf report -i "$OUT/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-150 | head -25
-for a in "$@"; do python3 "$ROOT/bench/perf_fold.py" "$OUT/perf-script.txt" "$a" 1 | head -22; done
+for a in "$@"; do python3 "$ROOT/bench/perf_fold.py" "$OUT/perf-script.txt" "$a" 1 2>/dev/null | head -22 || true; done

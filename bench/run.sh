@@ -259,7 +259,7 @@ report() {
   echo "### simnode vs anvil (same machine, same run)"
   echo
   echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before/after the runs: $LOAD_BEFORE / $LOAD_AFTER."
-  echo "simnode $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (release), anvil $("$ANVIL" --version | head -1 | awk '{print $3}'); wrk -t1, ${DUR} s per run, kit: \`bench.sh\` of the shared load kit; nodes alternate run by run; ${ELAPSED} s of runs."
+  echo "simnode release binary of $(date -u -r "$SIMNODE" '+%Y-%m-%d %H:%M UTC') (tree at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ', with uncommitted changes')), anvil $("$ANVIL" --version | head -1 | awk '{print $3}'); wrk -t1, ${DUR} s per run, kit: \`bench.sh\` of the shared load kit; nodes alternate run by run; ${ELAPSED} s of runs."
   echo
   echo "| case | conns | simnode req/s | anvil req/s | ratio | target | simnode p50 / p99 ms | anvil p50 / p99 ms | errors simnode / anvil |"
   echo "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |"
