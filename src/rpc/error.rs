@@ -12,6 +12,7 @@
 //! | 429  | -32005        | `project ID request rate exceeded`             | over the key's requests/s; `data: {allowed_rps, backoff_seconds}` (WS: in-band, no status) |
 //! | 429  | -32005        | `daily request count exceeded, request rate limited` | over the key's daily quota; `data: {allowed_per_day, backoff_seconds}` |
 //! | 503  | -32005        | `too many websocket connections`               | more than `--ws.max-connections` open sockets                |
+//! | 503  | -32603        | `key service unavailable`                      | `--keys-backend redis` and Redis does not answer (fail closed; `--redis.fail-open` serves cached keys with a per-replica limit instead). WS: in-band |
 //! | 200  | -32601        | `the method X is not available on NETWORK`     | method switched off by the per-network policy                |
 //! | 200  | -32601        | `Method not found`                             | unknown method (jsonrpsee)                                   |
 //! | 200  | -32700        | `Parse error`                                  | body is not JSON (jsonrpsee)                                 |
@@ -34,6 +35,8 @@ pub const LIMIT_EXCEEDED_CODE: i32 = -32005;
 pub const OVERSIZED_REQUEST_CODE: i32 = jsonrpsee::types::error::OVERSIZED_REQUEST_CODE;
 pub const INVALID_REQUEST_CODE: i32 = jsonrpsee::types::error::INVALID_REQUEST_CODE;
 pub const METHOD_NOT_FOUND_CODE: i32 = jsonrpsee::types::error::METHOD_NOT_FOUND_CODE;
+/// The key service (Redis) cannot be reached: the request was not served, retrying may work.
+pub const INTERNAL_ERROR_CODE: i32 = jsonrpsee::types::error::INTERNAL_ERROR_CODE;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FrontDoorError {
@@ -60,6 +63,8 @@ pub enum FrontDoorError {
     TooManyWsConnections { max: usize },
     #[error("the method {method} is not available on {network}")]
     MethodNotAvailable { method: String, network: String },
+    #[error("key service unavailable")]
+    KeyBackendUnavailable,
 }
 
 impl FrontDoorError {
@@ -70,7 +75,9 @@ impl FrontDoorError {
             Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RateLimited { .. } | Self::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::TooManyWsConnections { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TooManyWsConnections { .. } | Self::KeyBackendUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             // Method-level errors travel inside a normal JSON-RPC answer.
             Self::MethodNotAvailable { .. } => StatusCode::OK,
         }
@@ -85,6 +92,7 @@ impl FrontDoorError {
             | Self::QuotaExceeded { .. }
             | Self::TooManyWsConnections { .. } => LIMIT_EXCEEDED_CODE,
             Self::MethodNotAvailable { .. } => METHOD_NOT_FOUND_CODE,
+            Self::KeyBackendUnavailable => INTERNAL_ERROR_CODE,
         }
     }
 
@@ -94,6 +102,7 @@ impl FrontDoorError {
             Self::RateLimited { backoff, .. } | Self::QuotaExceeded { backoff, .. } => {
                 Some(*backoff)
             }
+            Self::KeyBackendUnavailable => Some(Duration::from_secs(1)),
             _ => None,
         }
     }

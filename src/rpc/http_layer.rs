@@ -20,8 +20,9 @@ use jsonrpsee::{core::BoxError, server::HttpResponse};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{
+    backend::KeyBackend,
     error::{retry_after_header, FrontDoorError},
-    keys::{KeyEntry, KeyRegistry},
+    keys::KeyEntry,
     metrics,
 };
 
@@ -78,7 +79,7 @@ impl Drop for WsSlot {
 
 #[derive(Debug)]
 pub struct FrontDoorConfig {
-    pub keys: Arc<KeyRegistry>,
+    pub keys: KeyBackend,
     pub max_request_body_size: u32,
     pub max_ws_connections: usize,
 }
@@ -90,7 +91,7 @@ pub struct FrontDoorLayer {
 
 #[derive(Debug)]
 struct Shared {
-    keys: Arc<KeyRegistry>,
+    keys: KeyBackend,
     max_request_body_size: u32,
     max_ws_connections: usize,
     ws_slots: Arc<Semaphore>,
@@ -241,44 +242,48 @@ where
             Route::MissingKey => return reject(FrontDoorError::MissingKey),
             Route::NotFound(hint) => return reject(FrontDoorError::NotFound(hint)),
         };
-        let entry = match self.shared.keys.authenticate(key) {
-            Ok(entry) => entry,
-            Err(err) => return reject(err),
-        };
-
-        match transport {
-            Transport::Http => {
-                if !is_json(&req) {
-                    return reject(FrontDoorError::UnsupportedContentType);
-                }
-                // Refuse a declared oversize body before reading it; jsonrpsee still enforces the
-                // limit on bodies without a length (chunked) while reading.
-                let limit = self.shared.max_request_body_size;
-                if content_length(&req).is_some_and(|len| len > u64::from(limit)) {
-                    return reject(FrontDoorError::BodyTooLarge { limit });
-                }
-            }
-            Transport::Ws => {
-                let Ok(permit) = self.shared.ws_slots.clone().try_acquire_owned() else {
-                    return reject(FrontDoorError::TooManyWsConnections {
-                        max: self.shared.max_ws_connections,
-                    });
-                };
-                req.extensions_mut().insert(Arc::new(WsSlot::new(permit)));
-            }
-        }
-
-        req.extensions_mut().insert(entry.id.clone());
-        req.extensions_mut().insert(AuthedKey(entry));
-        req.extensions_mut().insert(transport);
+        let key = key.to_string();
 
         // The inner service was polled ready; swap in a fresh clone for the next call (the tower
         // idiom for services that are cheap to clone).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let fut = inner.call(req);
+        let shared = self.shared.clone();
         Box::pin(async move {
-            let mut response = fut.await?;
+            // The embedded backend answers at once; Redis may need a round trip.
+            let entry = match shared.keys.authenticate(&key).await {
+                Ok(entry) => entry,
+                Err(err) => return reject(err).await,
+            };
+
+            match transport {
+                Transport::Http => {
+                    if !is_json(&req) {
+                        return reject(FrontDoorError::UnsupportedContentType).await;
+                    }
+                    // Refuse a declared oversize body before reading it; jsonrpsee still enforces
+                    // the limit on bodies without a length (chunked) while reading.
+                    let limit = shared.max_request_body_size;
+                    if content_length(&req).is_some_and(|len| len > u64::from(limit)) {
+                        return reject(FrontDoorError::BodyTooLarge { limit }).await;
+                    }
+                }
+                Transport::Ws => {
+                    let Ok(permit) = shared.ws_slots.clone().try_acquire_owned() else {
+                        return reject(FrontDoorError::TooManyWsConnections {
+                            max: shared.max_ws_connections,
+                        })
+                        .await;
+                    };
+                    req.extensions_mut().insert(Arc::new(WsSlot::new(permit)));
+                }
+            }
+
+            req.extensions_mut().insert(entry.id.clone());
+            req.extensions_mut().insert(AuthedKey(entry));
+            req.extensions_mut().insert(transport);
+
+            let mut response = inner.call(req).await?;
             if let Some(LimitedMarker(err)) = response.extensions_mut().remove::<LimitedMarker>() {
                 *response.status_mut() = err.status();
                 if let Some(after) = err.retry_after() {

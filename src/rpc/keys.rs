@@ -30,8 +30,10 @@ use simnode_api::ApiKeyId;
 use subtle::ConstantTimeEq;
 
 use super::{
+    backend::KeysBackendKind,
     error::FrontDoorError,
     limiter::{EffectiveLimits, KeyLimits, Limiter},
+    redis_keys::RedisKeyStore,
 };
 
 /// File name of the key store inside the datadir.
@@ -101,17 +103,17 @@ pub struct NewKey {
     pub record: KeyRecord,
 }
 
-type KeyHash = [u8; 32];
+pub(crate) type KeyHash = [u8; 32];
 
-fn hash_key(key: &str) -> KeyHash {
+pub(crate) fn hash_key(key: &str) -> KeyHash {
     keccak256(key.as_bytes()).0
 }
 
-fn key_id(hash: &KeyHash) -> String {
+pub(crate) fn key_id(hash: &KeyHash) -> String {
     hex::encode(&hash[..4])
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -352,8 +354,33 @@ pub struct KeyEntry {
 }
 
 impl KeyEntry {
+    /// An entry not backed by the key file (the Redis backend's cache).
+    pub(crate) fn new(
+        id: ApiKeyId,
+        name: String,
+        hash: KeyHash,
+        limiter: Arc<Limiter>,
+        revoked: bool,
+    ) -> Self {
+        Self {
+            id,
+            name,
+            hash,
+            limiter,
+            revoked: Arc::new(AtomicBool::new(revoked)),
+        }
+    }
+
     pub fn is_revoked(&self) -> bool {
         self.revoked.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_revoked(&self, revoked: bool) {
+        self.revoked.store(revoked, Ordering::Relaxed);
+    }
+
+    pub(crate) fn hash(&self) -> &KeyHash {
+        &self.hash
     }
 }
 
@@ -516,11 +543,76 @@ pub struct KeysArgs {
     pub action: KeysAction,
 }
 
+/// Where the keys are: a datadir's `keys.redb` (default) or Redis.
 #[derive(Debug, Clone, Args)]
 pub struct DatadirArg {
-    /// The node's data directory (the keys live in DATADIR/keys.redb).
+    /// The node's data directory (the keys live in DATADIR/keys.redb); embedded backend only.
     #[arg(long)]
-    pub datadir: PathBuf,
+    pub datadir: Option<PathBuf>,
+    /// embedded (DATADIR/keys.redb) or redis (--redis-url), as the node runs with.
+    #[arg(long = "keys-backend", value_enum, default_value_t = KeysBackendKind::Embedded)]
+    pub keys_backend: KeysBackendKind,
+    /// Redis for `--keys-backend redis`, e.g. redis://127.0.0.1:6379/0.
+    #[arg(long = "redis-url", env = "SIMNODE_REDIS_URL")]
+    pub redis_url: Option<String>,
+}
+
+/// The store a `simnode keys` command works on.
+enum CliStore {
+    Embedded(KeyStore),
+    Redis(RedisKeyStore),
+}
+
+impl DatadirArg {
+    fn open(&self) -> anyhow::Result<CliStore> {
+        match self.keys_backend {
+            KeysBackendKind::Embedded => {
+                let Some(datadir) = &self.datadir else {
+                    anyhow::bail!("--datadir is required with the embedded key backend");
+                };
+                Ok(CliStore::Embedded(KeyStore::in_datadir(datadir)))
+            }
+            KeysBackendKind::Redis => {
+                let Some(url) = &self.redis_url else {
+                    anyhow::bail!("--keys-backend redis needs --redis-url");
+                };
+                Ok(CliStore::Redis(RedisKeyStore::connect(url)?))
+            }
+        }
+    }
+}
+
+impl CliStore {
+    fn add(&mut self, name: &str, limits: KeyLimits) -> anyhow::Result<(String, KeyRecord)> {
+        match self {
+            Self::Embedded(store) => {
+                let new = store.add(name, limits)?;
+                Ok((new.key, new.record))
+            }
+            Self::Redis(store) => store.add(name, limits),
+        }
+    }
+
+    fn list(&mut self) -> anyhow::Result<Vec<KeyRecord>> {
+        match self {
+            Self::Embedded(store) => Ok(store.list()?),
+            Self::Redis(store) => store.list(),
+        }
+    }
+
+    fn revoke(&mut self, key: &str) -> anyhow::Result<KeyRecord> {
+        match self {
+            Self::Embedded(store) => Ok(store.revoke(key)?),
+            Self::Redis(store) => store.revoke(key),
+        }
+    }
+
+    fn set_limits(&mut self, key: &str, limits: KeyLimits) -> anyhow::Result<KeyRecord> {
+        match self {
+            Self::Embedded(store) => Ok(store.set_limits(key, limits)?),
+            Self::Redis(store) => store.set_limits(key, limits),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -576,6 +668,12 @@ pub enum KeysAction {
         #[command(flatten)]
         datadir: DatadirArg,
     },
+    /// Requests and errors by method for a key, summed over every replica (redis backend).
+    Usage {
+        key: String,
+        #[command(flatten)]
+        datadir: DatadirArg,
+    },
 }
 
 /// Runs `simnode keys ...`, printing to stdout.
@@ -592,19 +690,14 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             limits,
             datadir,
         } => {
-            let new =
-                KeyStore::in_datadir(&datadir.datadir).add(&name, KeyLimits::from(&limits))?;
-            writeln!(out, "{}", new.key)?;
-            writeln!(out, "id {}  name {}", new.record.id, new.record.name)?;
-            writeln!(
-                out,
-                "HTTP: POST /v3/{}   WebSocket: /ws/v3/{}",
-                new.key, new.key
-            )?;
+            let (key, record) = datadir.open()?.add(&name, KeyLimits::from(&limits))?;
+            writeln!(out, "{key}")?;
+            writeln!(out, "id {}  name {}", record.id, record.name)?;
+            writeln!(out, "HTTP: POST /v3/{key}   WebSocket: /ws/v3/{key}")?;
             writeln!(out, "The key is shown only now; simnode stores its hash.")?;
         }
         KeysAction::List { datadir } => {
-            let records = KeyStore::in_datadir(&datadir.datadir).list()?;
+            let records = datadir.open()?.list()?;
             writeln!(
                 out,
                 "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}",
@@ -626,7 +719,7 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             }
         }
         KeysAction::Revoke { key, datadir } => {
-            let record = KeyStore::in_datadir(&datadir.datadir).revoke(&key)?;
+            let record = datadir.open()?.revoke(&key)?;
             writeln!(out, "revoked {} ({})", record.id, record.name)?;
         }
         KeysAction::Limit {
@@ -634,13 +727,34 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             limits,
             datadir,
         } => {
-            let record = KeyStore::in_datadir(&datadir.datadir)
-                .set_limits(&key, KeyLimits::from(&limits))?;
+            let record = datadir.open()?.set_limits(&key, KeyLimits::from(&limits))?;
             writeln!(
                 out,
                 "limits of {} ({}): {:?}",
                 record.id, record.name, record.limits
             )?;
+        }
+        KeysAction::Usage { key, datadir } => {
+            let CliStore::Redis(mut store) = datadir.open()? else {
+                anyhow::bail!(
+                    "usage counters are kept by the redis backend only (the embedded one exports \
+                     simnode_rpc_key_requests_total on --metrics); use --keys-backend redis"
+                );
+            };
+            let (record, usage) = store.usage(&key)?;
+            writeln!(out, "usage of {} ({})", record.id, record.name)?;
+            writeln!(out, "{:<40} {:>12} {:>12}", "METHOD", "REQUESTS", "ERRORS")?;
+            let (mut requests, mut errors) = (0u64, 0u64);
+            for line in usage {
+                requests += line.requests;
+                errors += line.errors;
+                writeln!(
+                    out,
+                    "{:<40} {:>12} {:>12}",
+                    line.method, line.requests, line.errors
+                )?;
+            }
+            writeln!(out, "{:<40} {:>12} {:>12}", "total", requests, errors)?;
         }
     }
     Ok(())

@@ -17,6 +17,7 @@ use jsonrpsee::{
 };
 
 use super::{
+    backend::KeyBackend,
     error::FrontDoorError,
     http_layer::{AuthedKey, LimitedMarker, NoAnswer, Transport},
     metrics,
@@ -25,6 +26,7 @@ use super::{
 
 #[derive(Debug)]
 struct Shared {
+    keys: KeyBackend,
     policy: MethodPolicy,
     /// To label metrics with real method names only.
     methods: Methods,
@@ -38,9 +40,15 @@ pub struct FrontDoorRpcLayer {
 }
 
 impl FrontDoorRpcLayer {
-    pub fn new(policy: MethodPolicy, methods: Methods, max_response_body_size: u32) -> Self {
+    pub fn new(
+        keys: KeyBackend,
+        policy: MethodPolicy,
+        methods: Methods,
+        max_response_body_size: u32,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
+                keys,
                 policy,
                 methods,
                 max_response_body_size: max_response_body_size as usize,
@@ -66,16 +74,18 @@ pub struct FrontDoorRpc<S> {
     shared: Arc<Shared>,
 }
 
-/// Checks the key is still valid and charges `n` requests to the key in `extensions`. Requests without a key cannot arrive through
-/// the HTTP layer, so they are not limited here.
-fn charge(extensions: &http::Extensions, n: usize) -> Result<(), FrontDoorError> {
+/// Checks the key is still valid and charges `n` requests to the key in `extensions`, in the
+/// key backend. Requests without a key cannot arrive through the HTTP layer, so they are not
+/// limited here.
+async fn charge(
+    keys: &KeyBackend,
+    extensions: &http::Extensions,
+    n: usize,
+) -> Result<(), FrontDoorError> {
     match extensions.get::<AuthedKey>() {
-        // A WebSocket connection outlives the check at its upgrade: refuse its messages once
-        // the key is revoked.
-        Some(AuthedKey(entry)) if entry.is_revoked() => Err(FrontDoorError::RevokedKey),
         Some(AuthedKey(entry)) => {
             let n = u32::try_from(n).unwrap_or(u32::MAX);
-            let result = entry.limiter.try_acquire(n);
+            let result = keys.charge(entry, n).await;
             if result.is_ok() {
                 ::metrics::counter!(metrics::KEY_REQUESTS, "key" => entry.id.0.to_string())
                     .increment(u64::from(n));
@@ -119,10 +129,11 @@ where
             .get::<Transport>()
             .copied()
             .unwrap_or(Transport::Http);
-        let key = request
+        let entry = request
             .extensions()
             .get::<AuthedKey>()
-            .map(|AuthedKey(entry)| entry.id.0.clone());
+            .map(|AuthedKey(entry)| entry.clone());
+        let key = entry.as_ref().map(|entry| entry.id.0.clone());
 
         let response = match shared.policy.check(&method) {
             Err(err) => MethodResponse::error(request.id().into_owned(), err.to_error_object()),
@@ -136,6 +147,9 @@ where
             "unknown".to_string()
         };
         let code = response.as_error_code();
+        if let Some(entry) = &entry {
+            shared.keys.record_usage(entry, &label, code.is_some());
+        }
         let code_label = code.map_or_else(|| "ok".to_string(), |c| c.to_string());
         ::metrics::counter!(metrics::RPC_REQUESTS, "method" => label.clone(), "transport" => transport.as_str(), "code" => code_label.clone())
             .increment(1);
@@ -179,7 +193,7 @@ where
         let inner = self.inner.clone();
         let shared = self.shared.clone();
         async move {
-            if let Err(err) = charge(request.extensions(), 1) {
+            if let Err(err) = charge(&shared.keys, request.extensions(), 1).await {
                 return limited_response(request.id, err);
             }
             Self::serve_call(inner, shared, request).await
@@ -198,7 +212,7 @@ where
             let charged = if items == 0 {
                 Ok(())
             } else {
-                charge(batch.extensions(), items)
+                charge(&shared.keys, batch.extensions(), items).await
             };
 
             let mut builder = BatchResponseBuilder::new_with_limit(shared.max_response_body_size);
@@ -252,7 +266,7 @@ where
         let shared = self.shared.clone();
         async move {
             // A notification gets no answer, but it is still a request the key pays for.
-            if let Err(err) = charge(n.extensions(), 1) {
+            if let Err(err) = charge(&shared.keys, n.extensions(), 1).await {
                 let mut response = no_answer();
                 response.extensions_mut().insert(LimitedMarker(err));
                 return response;

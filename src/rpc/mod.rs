@@ -7,6 +7,8 @@
 //! - [`middleware`]: per-key rate limit and daily quota per call / batch item / WS message, the
 //!   per-network method [`policy`], metrics and request logs;
 //! - [`keys`]: the key file (`<datadir>/keys.redb`) and `simnode keys`;
+//! - [`redis_keys`]: the same (plus usage counters) in Redis, shared by replicas, chosen with
+//!   `--keys-backend redis`; [`backend`] is what the layers above talk to either way;
 //! - [`metrics`] and [`logging`]: the operator's view.
 //!
 //! The statuses and codes the front door answers with are tabled in [`error`].
@@ -22,6 +24,7 @@
 //! server.stopped().await;
 //! ```
 
+pub mod backend;
 pub mod error;
 pub mod http_layer;
 pub mod keys;
@@ -31,6 +34,7 @@ pub mod metrics;
 pub mod middleware;
 pub mod modules;
 pub mod policy;
+pub mod redis_keys;
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -46,6 +50,7 @@ use jsonrpsee::server::{
     ServerConfig,
 };
 
+pub use backend::{KeyBackend, KeysBackendKind};
 pub use error::FrontDoorError;
 pub use keys::{KeyRegistry, KeyStore};
 pub use limiter::{EffectiveLimits, KeyLimits};
@@ -104,6 +109,18 @@ pub struct RpcArgs {
     /// Do not serve this method on this run (repeatable): it answers -32601.
     #[arg(long = "rpc.deny-method", value_delimiter = ',')]
     pub deny_methods: Vec<String>,
+
+    /// Where API keys, limits, quotas and usage live: this node's `keys.redb` (embedded), or
+    /// Redis shared by several replicas (redis, needs --redis-url).
+    #[arg(long = "keys-backend", value_enum, default_value_t = KeysBackendKind::Embedded)]
+    pub keys_backend: KeysBackendKind,
+    /// Redis for `--keys-backend redis`, e.g. redis://127.0.0.1:6379/0.
+    #[arg(long = "redis-url", env = "SIMNODE_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// While Redis is unreachable, keep serving keys this replica has already seen (unrevoked
+    /// when last seen), limited by this replica alone. Default: refuse with 503 (fail closed).
+    #[arg(long = "redis.fail-open")]
+    pub redis_fail_open: bool,
 }
 
 impl Default for RpcArgs {
@@ -125,6 +142,9 @@ impl Default for RpcArgs {
             daily_quota: 0,
             allow_methods: Vec::new(),
             deny_methods: Vec::new(),
+            keys_backend: KeysBackendKind::Embedded,
+            redis_url: None,
+            redis_fail_open: false,
         }
     }
 }
@@ -150,6 +170,9 @@ pub struct RpcConfig {
     pub metrics: Option<SocketAddr>,
     /// How often the key file is re-read.
     pub key_refresh: Duration,
+    pub keys_backend: KeysBackendKind,
+    pub redis_url: Option<String>,
+    pub redis_fail_open: bool,
 }
 
 impl RpcConfig {
@@ -179,6 +202,9 @@ impl RpcConfig {
             policy: MethodPolicy::for_network(network, &args.allow_methods, &args.deny_methods),
             metrics,
             key_refresh: Duration::from_secs(1),
+            keys_backend: args.keys_backend,
+            redis_url: args.redis_url.clone(),
+            redis_fail_open: args.redis_fail_open,
         }
     }
 }
@@ -188,8 +214,8 @@ impl RpcConfig {
 pub struct RpcServerHandle {
     local_addr: SocketAddr,
     server: jsonrpsee::server::ServerHandle,
-    keys: Arc<KeyRegistry>,
-    refresh: tokio::task::JoinHandle<()>,
+    keys: KeyBackend,
+    refresh: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl RpcServerHandle {
@@ -206,14 +232,16 @@ impl RpcServerHandle {
         format!("ws://{}/ws/v3/{key}", self.local_addr)
     }
 
-    pub fn keys(&self) -> &Arc<KeyRegistry> {
+    pub fn keys(&self) -> &KeyBackend {
         &self.keys
     }
 
     /// Stops accepting connections; requests in flight are finished ([`Self::stopped`] waits
     /// for them). Calling it twice is harmless.
     pub fn stop(&self) {
-        self.refresh.abort();
+        if let Some(refresh) = &self.refresh {
+            refresh.abort();
+        }
         let _already_stopped = self.server.stop();
     }
 
@@ -236,19 +264,36 @@ pub async fn start(
         tracing::info!(target: "simnode::rpc", %addr, "metrics at http://{addr}/metrics");
     }
 
-    let keys = {
-        let datadir = config.datadir.clone();
-        let cli_keys = config.cli_keys.clone();
-        let defaults = config.default_limits;
-        tokio::task::spawn_blocking(move || {
-            KeyRegistry::new(datadir.as_deref(), &cli_keys, defaults)
-        })
-        .await
-        .context("loading API keys")??
+    let keys = match config.keys_backend {
+        KeysBackendKind::Embedded => {
+            let datadir = config.datadir.clone();
+            let cli_keys = config.cli_keys.clone();
+            let defaults = config.default_limits;
+            let registry = tokio::task::spawn_blocking(move || {
+                KeyRegistry::new(datadir.as_deref(), &cli_keys, defaults)
+            })
+            .await
+            .context("loading API keys")??;
+            if registry.is_empty() {
+                tracing::warn!(target: "simnode::rpc", "no API keys: every request will be refused (add one with `simnode keys add`)");
+            }
+            KeyBackend::Embedded(registry)
+        }
+        KeysBackendKind::Redis => {
+            let url = config
+                .redis_url
+                .as_deref()
+                .context("--keys-backend redis needs --redis-url")?;
+            if !config.cli_keys.is_empty() {
+                anyhow::bail!("--api-key works with the embedded key backend only; add keys to Redis with `simnode keys add NAME --keys-backend redis --redis-url URL`");
+            }
+            let redis =
+                redis_keys::RedisKeys::new(url, config.default_limits, config.redis_fail_open)
+                    .context("--redis-url")?;
+            tracing::info!(target: "simnode::rpc", fail_open = config.redis_fail_open, "API keys, limits and usage in redis (keys in the datadir are not used)");
+            KeyBackend::Redis(Arc::new(redis))
+        }
     };
-    if keys.is_empty() {
-        tracing::warn!(target: "simnode::rpc", "no API keys: every request will be refused (add one with `simnode keys add`)");
-    }
 
     let mut server_config = ServerConfig::builder()
         .max_request_body_size(config.max_request_size)
@@ -273,6 +318,7 @@ pub async fn start(
         },
     ));
     let rpc = RpcServiceBuilder::new().layer(middleware::FrontDoorRpcLayer::new(
+        keys.clone(),
         config.policy.clone(),
         methods.clone(),
         config.max_response_size,
@@ -287,14 +333,16 @@ pub async fn start(
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local_addr = server.local_addr().context("reading the bound address")?;
     let handle = server.start(methods);
-    let refresh = keys.spawn_refresh(config.key_refresh);
+    let refresh = keys
+        .embedded()
+        .map(|registry| registry.spawn_refresh(config.key_refresh));
 
     let denied: Vec<&str> = config.policy.denied().collect();
     tracing::info!(
         target: "simnode::rpc",
         addr = %local_addr,
         network = %config.network,
-        keys = keys.len(),
+        keys = keys.embedded().map_or(0, |registry| registry.len()),
         not_served = ?denied,
         "JSON-RPC on http://{local_addr}/v3/<key> and ws://{local_addr}/ws/v3/<key>"
     );
