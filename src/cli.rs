@@ -61,6 +61,31 @@ pub struct NodeArgs {
     pub metrics: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub rpc: crate::rpc::RpcArgs,
+    #[command(flatten)]
+    pub evm: EvmLimitArgs,
+}
+
+/// Limits of the EVM-running methods (eth_call, eth_simulateV1, trace_callMany, eth_getLogs).
+#[derive(Debug, Clone, Args)]
+pub struct EvmLimitArgs {
+    /// Deadline of one eth_call / eth_simulateV1 / trace_callMany request, in milliseconds.
+    #[arg(long = "rpc.evm-timeout", default_value_t = 5000)]
+    pub evm_timeout_ms: u64,
+    /// Most calls in one trace_callMany request.
+    #[arg(long = "rpc.max-trace-calls", default_value_t = 64)]
+    pub max_trace_calls: usize,
+    /// Most bytes of trace (call tree, vmTrace) one request may build.
+    #[arg(long = "rpc.max-trace-bytes", default_value_t = 64 * 1024 * 1024)]
+    pub max_trace_bytes: usize,
+    /// Tracing requests running at once; more wait (within their deadline).
+    #[arg(long = "rpc.max-concurrent-traces", default_value_t = 2)]
+    pub max_concurrent_traces: usize,
+    /// Widest block range of one eth_getLogs request.
+    #[arg(long = "rpc.max-logs-range", default_value_t = 10_000)]
+    pub max_logs_block_range: u64,
+    /// Most logs one eth_getLogs answer may hold.
+    #[arg(long = "rpc.max-logs", default_value_t = 20_000)]
+    pub max_logs: usize,
 }
 
 #[derive(Debug, Clone, Args)]

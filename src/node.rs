@@ -79,7 +79,12 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     let limits = RpcLimits {
         gas_cap: args.rpc.gas_cap,
         max_simulate_blocks: args.rpc.max_simulate_blocks,
-        ..RpcLimits::default()
+        evm_timeout: Duration::from_millis(args.evm.evm_timeout_ms),
+        max_trace_calls: args.evm.max_trace_calls,
+        max_vm_trace_bytes: args.evm.max_trace_bytes,
+        max_concurrent_traces: args.evm.max_concurrent_traces,
+        max_logs_block_range: args.evm.max_logs_block_range,
+        max_logs: args.evm.max_logs,
     };
     let ctx = ModuleContext {
         spec: spec.clone(),
@@ -89,7 +94,10 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     };
     let methods = rpc::modules::all_modules(&ctx)?;
 
-    let new_key = if args.dev {
+    // With keys in Redis the operator manages them there (`simnode keys add --keys-backend
+    // redis`); a key created in the local file would not be accepted.
+    let embedded_keys = args.rpc.keys_backend == rpc::KeysBackendKind::Embedded;
+    let new_key = if args.dev && embedded_keys {
         rpc::keys::ensure_dev_key(&dir)?
     } else {
         None

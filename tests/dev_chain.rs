@@ -66,6 +66,21 @@ fn dev_node_mines_sent_transactions() {
     assert_eq!(balance, "0x21e19e0c9bab2400000", "10,000 ETH prefunded");
 
     let to = address!("000000000000000000000000000000000000beef");
+    // A transaction behind a nonce gap waits in the pool: no block is mined for it.
+    let gapped = node.result(
+        "eth_sendRawTransaction",
+        json!([transfer(3, to, U256::from(1u64))]),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        node.result("eth_blockNumber", json!([])),
+        "0x0",
+        "nothing mineable yet"
+    );
+    assert_eq!(
+        node.result("eth_getTransactionCount", json!([ADDR0, "pending"])),
+        "0x0"
+    );
     let mut hashes = Vec::new();
     for nonce in 0..3 {
         let raw = transfer(nonce, to, U256::from(1_000u64));
@@ -82,13 +97,18 @@ fn dev_node_mines_sent_transactions() {
             json!(ADDR0).as_str().unwrap().to_lowercase()
         );
     }
+    // Once the gap is filled, the waiting transaction (nonce 3) is mined too.
+    wait_for(&node, "the gapped transaction", |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([gapped]));
+        (!r.is_null()).then_some(r)
+    });
     assert_eq!(
         node.result("eth_getBalance", json!([to, "latest"])),
-        "0xbb8"
+        "0xbb9"
     );
     assert_eq!(
         node.result("eth_getTransactionCount", json!([ADDR0, "latest"])),
-        "0x3"
+        "0x4"
     );
 
     // A replayed transaction is refused by nonce.

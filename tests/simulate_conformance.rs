@@ -267,12 +267,19 @@ fn endless_loop_payload(gas: &str) -> Value {
 
 #[test]
 fn deadline_stops_the_request_with_32016() {
-    let limits = RpcLimits { evm_timeout: Duration::from_millis(1), ..RpcLimits::default() };
+    let limits = RpcLimits {
+        evm_timeout: Duration::from_millis(1),
+        ..RpcLimits::default()
+    };
     let sim = Simulate::new(context(limits));
     let started = Instant::now();
     let resp = answer(&sim, &request(endless_loop_payload("0x2faf080")));
     assert_eq!(resp["error"]["code"], -32016, "{resp}");
-    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

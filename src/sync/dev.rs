@@ -56,6 +56,17 @@ pub fn build_block(
     candidates: &[Recovered<TxEnvelope>],
     timestamp: u64,
 ) -> Result<NewBlock, BlockError> {
+    let (block, changes) = assemble_block(store, candidates, timestamp)?;
+    store.commit_block(&block, &changes)?;
+    Ok(block)
+}
+
+/// Builds the next block on the head without storing it: the block and its state changes.
+pub fn assemble_block(
+    store: &Store,
+    candidates: &[Recovered<TxEnvelope>],
+    timestamp: u64,
+) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
     let spec = store.spec().clone();
     let parent = store.head_header()?;
     let timestamp = timestamp.max(parent.timestamp + 1);
@@ -113,8 +124,7 @@ pub fn build_block(
         receipts: run.receipts,
         requests: run.requests,
     };
-    store.commit_block(&block, &run.changes)?;
-    Ok(block)
+    Ok((block, run.changes))
 }
 
 fn now() -> u64 {
@@ -124,11 +134,21 @@ fn now() -> u64 {
         .as_secs()
 }
 
-/// Mines one block from the pool and cleans the pool up after it.
-pub fn mine_once(store: &Store, pool: &Pool) -> Result<NewBlock, BlockError> {
+/// Mines one block from the pool and cleans the pool up after it. With `allow_empty` false
+/// (mining per transaction) nothing is stored when no pending transaction can be included yet
+/// (e.g. all wait behind a nonce gap), and `None` is returned.
+pub fn mine_once(
+    store: &Store,
+    pool: &Pool,
+    allow_empty: bool,
+) -> Result<Option<NewBlock>, BlockError> {
     let pending = pool.pending();
     let started = std::time::Instant::now();
-    let block = build_block(store, &pending, now())?;
+    let (block, changes) = assemble_block(store, &pending, now())?;
+    if block.body.transactions.is_empty() && !allow_empty {
+        return Ok(None);
+    }
+    store.commit_block(&block, &changes)?;
     crate::rpc::metrics::record_block_gas(block.header.gas_used, started.elapsed());
     let included: Vec<B256> = block
         .body
@@ -144,7 +164,7 @@ pub fn mine_once(store: &Store, pool: &Pool) -> Result<NewBlock, BlockError> {
     store.set_finality(Some(block.header.number), Some(block.header.number))?;
     crate::rpc::metrics::set_head_block(block.header.number);
     tracing::info!(target: "simnode::dev", number = block.header.number, txs = block.body.transactions.len(), gas = block.header.gas_used, "mined block");
-    Ok(block)
+    Ok(Some(block))
 }
 
 /// Runs the miner until the task is dropped.
@@ -161,13 +181,12 @@ pub async fn run_miner(store: Arc<Store>, pool: Arc<Pool>, block_time: Option<Du
             }
         }
         let (s, p) = (store.clone(), pool.clone());
-        let result = tokio::task::spawn_blocking(move || mine_once(&s, &p)).await;
+        let allow_empty = block_time.is_some();
+        let result = tokio::task::spawn_blocking(move || mine_once(&s, &p, allow_empty)).await;
         match result {
-            Ok(Ok(block)) if block.body.transactions.is_empty() && block_time.is_none() => {
-                // Nothing in the pool could be included (e.g. nonce gaps): wait for more.
-                pool.added.notified().await;
-            }
-            Ok(Ok(_)) => {}
+            // Nothing in the pool could be included (e.g. nonce gaps): wait for more.
+            Ok(Ok(None)) => pool.added.notified().await,
+            Ok(Ok(Some(_))) => {}
             Ok(Err(err)) => {
                 tracing::error!(target: "simnode::dev", %err, "mining failed");
                 tokio::time::sleep(Duration::from_secs(1)).await;

@@ -43,7 +43,9 @@ async fn reth_fixtures_on_seeded_state() {
     };
     let mut files: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
     files.sort();
-    let methods = chain().methods();
+    // oog-default-gas loops for 50M gas: unoptimized debug builds need more than the default
+    // 5 s deadline for that (release takes well under a second).
+    let methods = chain().methods_with(|l| l.timeout = std::time::Duration::from_secs(60));
     let mut failed = Vec::new();
     for file in files {
         let name = file.file_name().unwrap().to_string_lossy().to_string();
