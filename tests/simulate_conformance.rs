@@ -12,33 +12,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy::{
-    consensus::{transaction::Recovered, TxEnvelope},
-    primitives::{Address, B256},
-};
 use serde_json::{json, Value};
-use simnode_api::{BlockParam, ModuleContext, RpcLimits, RpcResult, TxPool};
+use simnode_api::{BlockParam, ModuleContext, RpcLimits};
 use simnode_simulate::{Simulate, SimulatePayload};
 
 fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/execution-apis")
-}
-
-struct NoPool;
-
-impl TxPool for NoPool {
-    fn insert(&self, _tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
-        Err(simnode_api::RpcError::Server("no pool".into()))
-    }
-    fn pending(&self) -> Vec<Recovered<TxEnvelope>> {
-        Vec::new()
-    }
-    fn get(&self, _hash: &B256) -> Option<Recovered<TxEnvelope>> {
-        None
-    }
-    fn pending_nonce(&self, _sender: &Address) -> Option<u64> {
-        None
-    }
 }
 
 type Chain = (Arc<simnode::store::Store>, Arc<simnode_api::ChainSpec>);
@@ -79,7 +58,7 @@ fn context(limits: RpcLimits) -> ModuleContext {
     ModuleContext {
         spec,
         chain: store,
-        pool: Arc::new(NoPool),
+        pool: Arc::new(simnode::pool::Pool::default()),
         limits: Arc::new(limits),
     }
 }

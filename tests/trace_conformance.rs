@@ -29,32 +29,11 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use alloy::{
-    consensus::{transaction::Recovered, TxEnvelope},
-    primitives::{Address, B256},
-};
 use serde_json::{json, Value};
-use simnode_api::{ModuleContext, RpcLimits, RpcResult, TxPool};
+use simnode_api::{ModuleContext, RpcLimits};
 
 fn shared() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
-}
-
-struct NoPool;
-
-impl TxPool for NoPool {
-    fn insert(&self, _tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
-        Err(simnode_api::RpcError::Server("no pool".into()))
-    }
-    fn pending(&self) -> Vec<Recovered<TxEnvelope>> {
-        Vec::new()
-    }
-    fn get(&self, _hash: &B256) -> Option<Recovered<TxEnvelope>> {
-        None
-    }
-    fn pending_nonce(&self, _sender: &Address) -> Option<u64> {
-        None
-    }
 }
 
 /// The trace module over the execution-apis chain, imported once per test binary.
@@ -85,7 +64,7 @@ fn methods() -> jsonrpsee::Methods {
     let ctx = ModuleContext {
         spec: Arc::new(chain.spec.clone()),
         chain: store,
-        pool: Arc::new(NoPool),
+        pool: Arc::new(simnode::pool::Pool::default()),
         // Debug builds run the 50M-gas loop of `oog-default-gas` in seconds; the deadline is
         // not what these fixtures check.
         limits: Arc::new(RpcLimits {
