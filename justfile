@@ -8,9 +8,14 @@ run *ARGS:
 test:
     cargo test --workspace
 
-# Conformance fixtures only (execution-apis, reth trace_callMany), with a per-method table.
+# Every `.io` fixture under DIR (default ../shared/conformance/execution-apis; relative paths
+# from the repository root; any folder of fixtures recorded on that chain works) replayed
+# against a node on the imported chain, with a per-method table (served or not) and a short
+# diff per failing file; then the reth trace_callMany fixtures. Fails if a fixture of a method
+# simnode serves fails.
 conformance DIR="":
-    SIMNODE_CONFORMANCE_DIR={{DIR}} cargo test --test conformance --test simulate_conformance --test trace_conformance -- --nocapture
+    SIMNODE_CONFORMANCE_DIR="{{DIR}}" cargo test --test conformance every_fixture -- --nocapture
+    cargo test --test trace_conformance -- --nocapture
 
 fmt:
     cargo fmt --all

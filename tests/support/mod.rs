@@ -7,6 +7,9 @@
 
 #![allow(dead_code)]
 
+mod fixtures;
+pub use fixtures::*;
+
 use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
@@ -30,7 +33,22 @@ pub fn repo_root() -> PathBuf {
 /// The execution-apis fixture directory: `$SIMNODE_CONFORMANCE_DIR`, or
 /// `../shared/conformance/execution-apis` next to the repository.
 pub fn conformance_dir() -> PathBuf {
-    match std::env::var_os("SIMNODE_CONFORMANCE_DIR") {
+    match std::env::var_os("SIMNODE_CONFORMANCE_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => repo_root().join("../shared/conformance/execution-apis"),
+    }
+}
+
+/// Where the execution-apis chain (`genesis.json`, `chain.rlp`, `headfcu.json`) is: the
+/// conformance directory when it holds one (the execution-apis layout), else
+/// `$SIMNODE_CONFORMANCE_CHAIN`, else `../shared/conformance/execution-apis`. This lets
+/// `just conformance DIR` replay a folder of fixtures recorded on that chain elsewhere.
+pub fn chain_dir() -> PathBuf {
+    let dir = conformance_dir();
+    if dir.join("genesis.json").is_file() {
+        return dir;
+    }
+    match std::env::var_os("SIMNODE_CONFORMANCE_CHAIN").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => repo_root().join("../shared/conformance/execution-apis"),
     }
@@ -38,7 +56,7 @@ pub fn conformance_dir() -> PathBuf {
 
 /// `genesis.json` of the execution-apis chain.
 pub fn execution_apis_genesis() -> PathBuf {
-    conformance_dir().join("genesis.json")
+    chain_dir().join("genesis.json")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -103,7 +121,7 @@ pub fn import_execution_apis_chain() -> TempDir {
             .arg(execution_apis_genesis())
             .arg("--datadir")
             .arg(&dir)
-            .arg(conformance_dir().join("chain.rlp"))
+            .arg(chain_dir().join("chain.rlp"))
             .output()
             .map_err(|e| format!("running {}: {e}", simnode_bin()))?;
         if !out.status.success() {
@@ -210,8 +228,8 @@ impl Node {
     pub fn execution_apis(extra: &[&str]) -> Self {
         let datadir = import_execution_apis_chain();
         let node = Self::start(datadir, &execution_apis_genesis(), extra);
-        let fcu = std::fs::read_to_string(conformance_dir().join("headfcu.json"))
-            .expect("read headfcu.json");
+        let fcu =
+            std::fs::read_to_string(chain_dir().join("headfcu.json")).expect("read headfcu.json");
         // The Engine API may come up a moment after the HTTP server.
         let deadline = Instant::now() + Duration::from_secs(30);
         let answer = loop {
@@ -471,224 +489,6 @@ pub fn jwt_hs256(secret: &[u8]) -> String {
     let signing_input = format!("{header}.{claims}");
     let sig = base64url(&hmac_sha256(secret, signing_input.as_bytes()));
     format!("{signing_input}.{sig}")
-}
-
-// ---------------------------------------------------------------------------------------------
-// Fixture replay
-// ---------------------------------------------------------------------------------------------
-
-/// One `.io` file: comments, and request/expected-response pairs.
-#[derive(Debug, Clone)]
-pub struct Fixture {
-    pub path: PathBuf,
-    /// `speconly`: hive checks only the response's schema; here, only that both sides
-    /// agree on result versus error.
-    pub spec_only: bool,
-    pub exchanges: Vec<(String, String)>,
-}
-
-impl Fixture {
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut exchanges = Vec::new();
-        let mut pending: Option<String> = None;
-        let mut spec_only = false;
-        for line in text.lines() {
-            if let Some(comment) = line.strip_prefix("//") {
-                if comment.trim_start().starts_with("speconly") {
-                    spec_only = true;
-                }
-            } else if let Some(req) = line.strip_prefix(">> ") {
-                if pending.is_some() {
-                    return Err(format!(
-                        "{}: two requests without a response",
-                        path.display()
-                    ));
-                }
-                pending = Some(req.to_owned());
-            } else if let Some(resp) = line.strip_prefix("<< ") {
-                let req = pending
-                    .take()
-                    .ok_or_else(|| format!("{}: response without request", path.display()))?;
-                exchanges.push((req, resp.to_owned()));
-            }
-        }
-        if exchanges.is_empty() {
-            return Err(format!("{}: no exchanges", path.display()));
-        }
-        Ok(Self {
-            path: path.to_owned(),
-            spec_only,
-            exchanges,
-        })
-    }
-
-    /// Sends every request to `node` and compares; `Err` holds a short description.
-    pub fn replay(&self, node: &Node) -> Result<(), String> {
-        for (req, expected) in &self.exchanges {
-            let (status, got) = node
-                .try_rpc_raw(req)
-                .map_err(|e| format!("request failed: {e}"))?;
-            let got_v: Value = serde_json::from_str(&got)
-                .map_err(|e| format!("HTTP {status}, answer not JSON ({e}): {}", clip(&got)))?;
-            let exp_v: Value =
-                serde_json::from_str(expected).map_err(|e| format!("fixture not JSON: {e}"))?;
-            let strict = std::env::var_os("SIMNODE_CONFORMANCE_STRICT").is_some();
-            compare_responses(&exp_v, &got_v, self.spec_only && !strict)?;
-        }
-        Ok(())
-    }
-}
-
-/// Compares a response with the expected one: exact JSON equality, except that when both
-/// carry an `error`, its `message` is not compared. With `spec_only`, only the kind of answer
-/// (result or error) must agree.
-pub fn compare_responses(expected: &Value, got: &Value, spec_only: bool) -> Result<(), String> {
-    let (mut e, mut g) = (expected.clone(), got.clone());
-    let both_errors = e.get("error").is_some() && g.get("error").is_some();
-    if both_errors {
-        if let Some(o) = e["error"].as_object_mut() {
-            o.remove("message");
-        }
-        if let Some(o) = g["error"].as_object_mut() {
-            o.remove("message");
-        }
-    }
-    if spec_only {
-        let kind = |v: &Value| (v.get("result").is_some(), v.get("error").is_some());
-        if kind(&e) == kind(&g) && (both_errors || e.get("result").is_some()) {
-            return Ok(());
-        }
-        return Err(format!(
-            "speconly: expected {}, got {}",
-            clip(&expected.to_string()),
-            clip(&got.to_string())
-        ));
-    }
-    match first_difference(&e, &g, "$") {
-        None => Ok(()),
-        Some(diff) => Err(diff),
-    }
-}
-
-fn first_difference(e: &Value, g: &Value, path: &str) -> Option<String> {
-    match (e, g) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in a {
-                match b.get(k) {
-                    None => {
-                        return Some(format!(
-                            "{path}.{k}: missing (expected {})",
-                            clip(&v.to_string())
-                        ))
-                    }
-                    Some(w) => {
-                        if let Some(d) = first_difference(v, w, &format!("{path}.{k}")) {
-                            return Some(d);
-                        }
-                    }
-                }
-            }
-            b.iter()
-                .find(|(k, _)| !a.contains_key(*k))
-                .map(|(k, w)| format!("{path}.{k}: unexpected field = {}", clip(&w.to_string())))
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            for (i, (v, w)) in a.iter().zip(b).enumerate() {
-                if let Some(d) = first_difference(v, w, &format!("{path}[{i}]")) {
-                    return Some(d);
-                }
-            }
-            (a.len() != b.len())
-                .then(|| format!("{path}: expected {} items, got {}", a.len(), b.len()))
-        }
-        _ if e == g => None,
-        _ => Some(format!(
-            "{path}: expected {}, got {}",
-            clip(&e.to_string()),
-            clip(&g.to_string())
-        )),
-    }
-}
-
-fn clip(s: &str) -> String {
-    if s.len() <= 300 {
-        s.to_owned()
-    } else {
-        let mut end = 300;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}... ({} bytes)", &s[..end], s.len())
-    }
-}
-
-/// The `.io` files of one method folder, sorted by name.
-pub fn fixture_files(method: &str) -> Vec<PathBuf> {
-    let dir = conformance_dir().join(method);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| {
-            panic!(
-                "fixture folder {} ({e}); set SIMNODE_CONFORMANCE_DIR",
-                dir.display()
-            )
-        })
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "io"))
-        .collect();
-    files.sort();
-    files
-}
-
-/// Outcome of replaying method folders.
-#[derive(Debug, Default)]
-pub struct Report {
-    /// method -> (passed, total)
-    pub counts: Vec<(String, usize, usize)>,
-    pub failures: Vec<(PathBuf, String)>,
-}
-
-impl Report {
-    pub fn summary(&self) -> String {
-        let mut s = String::new();
-        for (m, p, t) in &self.counts {
-            s.push_str(&format!("  {m}: {p}/{t}\n"));
-        }
-        for (path, why) in &self.failures {
-            let name = path.strip_prefix(conformance_dir()).unwrap_or(path);
-            s.push_str(&format!("FAIL {}: {why}\n", name.display()));
-        }
-        s
-    }
-
-    pub fn assert_all_passed(&self) {
-        eprintln!("{}", self.summary());
-        assert!(
-            self.failures.is_empty(),
-            "{} fixture(s) failed:\n{}",
-            self.failures.len(),
-            self.summary()
-        );
-    }
-}
-
-/// Replays every fixture of each method folder against `node`, in order.
-pub fn replay_methods(node: &Node, methods: &[&str]) -> Report {
-    let mut report = Report::default();
-    for method in methods {
-        let files = fixture_files(method);
-        let mut passed = 0;
-        for file in &files {
-            match Fixture::load(file).and_then(|f| f.replay(node)) {
-                Ok(()) => passed += 1,
-                Err(why) => report.failures.push((file.clone(), why)),
-            }
-        }
-        report
-            .counts
-            .push((method.to_string(), passed, files.len()));
-    }
-    report
 }
 
 #[cfg(test)]
