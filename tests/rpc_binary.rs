@@ -259,3 +259,40 @@ fn dev_node_front_door_end_to_end() {
     assert!(status.success(), "exit status {status}");
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
+
+/// A parameter that does not decode is answered -32602 with the argument (and field) named,
+/// for the real methods of the eth module.
+#[test]
+fn invalid_params_name_the_argument() {
+    let datadir = TempDir::new("rpc-binary-params");
+    let port = free_port();
+    let mut node = Running::start(&datadir, port, &[]);
+    let key = node.line("API key:");
+    eventually("first answer", || chain_id(port, &key).0 == 200);
+    let call = |method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let (_, answer) = post(
+            port,
+            &format!("/v3/{key}"),
+            Some("application/json"),
+            &body.to_string(),
+        );
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let m = call("eth_getBalance", json!(["0x1234", "latest"]));
+    assert!(m.starts_with("invalid argument 0: "), "{m}");
+    let m = call(
+        "eth_call",
+        json!([{"to": "0x000000000000000000000000000000000000dEaD", "value": "0xzz"}, "latest"]),
+    );
+    assert!(m.starts_with("invalid argument 0 (value): "), "{m}");
+    let m = call(
+        "eth_getStorageAt",
+        json!(["0x000000000000000000000000000000000000dEaD", "0x0", "nope"]),
+    );
+    assert!(m.contains("\"nope\""), "{m}");
+}

@@ -68,8 +68,16 @@ fn test_methods() -> RpcModule<()> {
         .expect("register");
     module
         .register_method("test_add", |params, _, _| {
-            let (a, b): (u64, u64) = params.parse()?;
+            // Decoded one element at a time, as the `#[rpc]` macros of every module do.
+            let mut seq = params.sequence();
+            let (a, b): (u64, u64) = (seq.next()?, seq.next()?);
             Ok::<_, ErrorObjectOwned>(a + b)
+        })
+        .expect("register");
+    module
+        .register_method("test_call", |params, _, _| {
+            let call: alloy::rpc::types::TransactionRequest = params.sequence().next()?;
+            Ok::<_, ErrorObjectOwned>(call.to.is_some())
         })
         .expect("register");
     module
@@ -451,8 +459,36 @@ async fn json_rpc_conformance() {
     assert_eq!(unknown.status, 200);
     assert_eq!(unknown.error_code(), -32601);
 
+    // -32602 names the argument (and the field, inside objects), not serde's column.
     let bad_params = node.call(&key, "test_add", json!(["one", 2])).await;
     assert_eq!(bad_params.error_code(), -32602, "{bad_params:?}");
+    let message = bad_params.error_message();
+    assert!(
+        message.starts_with("invalid argument 0: invalid type"),
+        "{message}"
+    );
+    assert!(!message.contains("column"), "{message}");
+    let bad_second = node.call(&key, "test_add", json!([1, "two"])).await;
+    assert!(
+        bad_second
+            .error_message()
+            .starts_with("invalid argument 1: "),
+        "{bad_second:?}"
+    );
+    let bad_field = node
+        .call(
+            &key,
+            "test_call",
+            json!([{"from": "0x000000000000000000000000000000000000dEaD", "to": "0x12"}]),
+        )
+        .await;
+    assert_eq!(bad_field.error_code(), -32602, "{bad_field:?}");
+    assert!(
+        bad_field
+            .error_message()
+            .starts_with("invalid argument 0 (to): "),
+        "{bad_field:?}"
+    );
 
     // A notification gets no answer; in a batch only the calls are answered.
     let notification = node

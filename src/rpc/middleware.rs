@@ -13,14 +13,14 @@ use std::{sync::Arc, time::Instant};
 use jsonrpsee::{
     core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT},
     server::{BatchResponseBuilder, MethodResponse, Methods},
-    types::Request,
+    types::{error::INVALID_PARAMS_CODE, ErrorObjectOwned, Request},
 };
 
 use super::{
     backend::KeyBackend,
     error::FrontDoorError,
     http_layer::{AuthedKey, LimitedMarker, NoAnswer, Transport},
-    metrics,
+    metrics, param_errors,
     policy::MethodPolicy,
 };
 
@@ -102,6 +102,27 @@ fn limited_response(id: jsonrpsee::types::Id<'_>, err: FrontDoorError) -> Method
     response
 }
 
+/// jsonrpsee answers a param that does not decode with "Invalid params" and serde's reason
+/// (positioned within one element) as `data`; this turns it into a message naming the
+/// argument and field (see [`param_errors`]).
+fn named_invalid_params(
+    params: Option<&str>,
+    response: &MethodResponse,
+) -> Option<ErrorObjectOwned> {
+    let answer: serde_json::Value = serde_json::from_str(response.as_json().get()).ok()?;
+    let error = answer.get("error")?;
+    if error.get("message")? != "Invalid params" {
+        return None;
+    }
+    let reason = error.get("data")?.as_str()?;
+    let message = param_errors::describe(params, reason);
+    Some(ErrorObjectOwned::owned(
+        INVALID_PARAMS_CODE,
+        message,
+        None::<()>,
+    ))
+}
+
 /// The (empty) answer to notifications, marked so that HTTP sends no body.
 fn no_answer() -> MethodResponse {
     let mut response = MethodResponse::notification();
@@ -135,10 +156,19 @@ where
             .map(|AuthedKey(entry)| entry.clone());
         let key = entry.as_ref().map(|entry| entry.id.0.clone());
 
-        let response = match shared.policy.check(&method) {
+        // Kept for naming the parameter of a -32602 (borrowed from the body: no copy).
+        let params = request.params.clone();
+        let id = request.id.clone();
+        let mut response = match shared.policy.check(&method) {
             Err(err) => MethodResponse::error(request.id().into_owned(), err.to_error_object()),
             Ok(()) => inner.call(request).await,
         };
+        if response.as_error_code() == Some(INVALID_PARAMS_CODE) {
+            if let Some(named) = named_invalid_params(params.as_deref().map(|p| p.get()), &response)
+            {
+                response = MethodResponse::error(id, named);
+            }
+        }
 
         let elapsed = started.elapsed();
         let label = if shared.methods.method(&method).is_some() {

@@ -33,6 +33,7 @@ pub mod logging;
 pub mod metrics;
 pub mod middleware;
 pub mod modules;
+pub mod param_errors;
 pub mod policy;
 pub mod redis_keys;
 
