@@ -49,6 +49,8 @@ const MUST_PASS: &[&str] = &[
     "eth_estimateGas",
     "eth_createAccessList",
     "eth_sendRawTransaction",
+    "eth_config",
+    "eth_capabilities",
 ];
 
 #[test]

@@ -4,6 +4,7 @@
 //! Answers follow geth field for field (the execution-apis fixtures are recorded from it).
 //! EVM work (eth_call, eth_estimateGas) runs on the blocking pool.
 
+mod config;
 mod evm;
 mod fees;
 mod logs;
@@ -135,6 +136,14 @@ pub trait EthApi {
 
     #[method(name = "eth_sendRawTransaction")]
     fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256>;
+
+    /// EIP-7910: the fork configuration in force, the next and the last scheduled.
+    #[method(name = "eth_config")]
+    fn config(&self) -> JsonRpcResult<config::EthConfig>;
+
+    /// Which history this node serves (all of it: it is an archive node).
+    #[method(name = "eth_capabilities")]
+    fn capabilities(&self) -> JsonRpcResult<config::Capabilities>;
 }
 
 /// The eth module: one struct holding the node's interface.
@@ -595,6 +604,14 @@ impl EthApiServer for Eth {
 
     fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256> {
         Ok(send::send_raw_transaction(&self.ctx, &raw)?)
+    }
+
+    fn config(&self) -> JsonRpcResult<config::EthConfig> {
+        Ok(config::eth_config(&self.ctx.spec, &*self.ctx.chain)?)
+    }
+
+    fn capabilities(&self) -> JsonRpcResult<config::Capabilities> {
+        Ok(config::capabilities(&*self.ctx.chain, false)?)
     }
 }
 
