@@ -51,6 +51,7 @@ const MUST_PASS: &[&str] = &[
     "eth_sendRawTransaction",
     "eth_config",
     "eth_capabilities",
+    "eth_getProof",
 ];
 
 #[test]

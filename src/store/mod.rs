@@ -5,6 +5,7 @@
 //! index, state and history together), so a crash leaves the database at the last whole block.
 
 pub mod codec;
+mod proof;
 mod state;
 pub mod trie;
 mod view;

@@ -128,4 +128,13 @@ impl ChainView for Store {
     fn state_root_with(&self, base: u64, changes: &StateChanges) -> RpcResult<B256> {
         Ok(Store::state_root_with(self, base, changes)?)
     }
+
+    fn proof(
+        &self,
+        number: u64,
+        address: alloy::primitives::Address,
+        keys: &[alloy::serde::JsonStorageKey],
+    ) -> RpcResult<alloy::rpc::types::EIP1186AccountProofResponse> {
+        Ok(Store::proof(self, number, address, keys)?)
+    }
 }

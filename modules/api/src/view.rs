@@ -72,6 +72,20 @@ pub trait ChainView: Send + Sync {
     /// The state root of the state after block `base` with `changes` applied on top.
     fn state_root_with(&self, base: u64, changes: &StateChanges) -> RpcResult<B256>;
 
+    /// The EIP-1186 proof of `address` and `keys` in the state after canonical block `number`
+    /// (`eth_getProof`). Views without tries do not offer it.
+    fn proof(
+        &self,
+        number: u64,
+        address: Address,
+        keys: &[alloy::serde::JsonStorageKey],
+    ) -> RpcResult<alloy::rpc::types::EIP1186AccountProofResponse> {
+        let _ = (number, address, keys);
+        Err(crate::RpcError::MethodNotAvailable(
+            "eth_getProof is not available on this chain view".into(),
+        ))
+    }
+
     /// Resolves a block parameter to a canonical block number; `Ok(None)` when there is no
     /// such block (a future number, an unknown hash, or safe/finalized not yet set).
     /// `pending` is served as `latest`.

@@ -12,13 +12,14 @@ mod send;
 
 use std::sync::Arc;
 
+use alloy::serde::JsonStorageKey;
 use alloy::{
     consensus::{transaction::Recovered, Header, Sealed},
     primitives::{Address, Bytes, B256, U256, U64},
     rpc::types::{
-        state::StateOverride, Block, BlockOverrides, BlockTransactions, FeeHistory,
-        Header as RpcHeader, Log, Transaction, TransactionInfo, TransactionReceipt,
-        TransactionRequest,
+        state::StateOverride, Block, BlockOverrides, BlockTransactions,
+        EIP1186AccountProofResponse, FeeHistory, Header as RpcHeader, Log, Transaction,
+        TransactionInfo, TransactionReceipt, TransactionRequest,
     },
 };
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
@@ -144,7 +145,19 @@ pub trait EthApi {
     /// Which history this node serves (all of it: it is an archive node).
     #[method(name = "eth_capabilities")]
     fn capabilities(&self) -> JsonRpcResult<config::Capabilities>;
+
+    /// EIP-1186 account and storage proofs.
+    #[method(name = "eth_getProof")]
+    async fn proof(
+        &self,
+        address: Address,
+        keys: Vec<JsonStorageKey>,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<EIP1186AccountProofResponse>;
 }
+
+/// Most storage keys one `eth_getProof` proves (each rebuilds the account's storage trie).
+pub const MAX_PROOF_KEYS: usize = 1024;
 
 /// The eth module: one struct holding the node's interface.
 pub struct Eth {
@@ -611,7 +624,26 @@ impl EthApiServer for Eth {
     }
 
     fn capabilities(&self) -> JsonRpcResult<config::Capabilities> {
-        Ok(config::capabilities(&*self.ctx.chain, false)?)
+        Ok(config::capabilities(&*self.ctx.chain, true)?)
+    }
+
+    async fn proof(
+        &self,
+        address: Address,
+        keys: Vec<JsonStorageKey>,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<EIP1186AccountProofResponse> {
+        if keys.len() > MAX_PROOF_KEYS {
+            return Err(RpcError::invalid_params(format!(
+                "too many storage keys: {} (at most {MAX_PROOF_KEYS})",
+                keys.len()
+            ))
+            .into());
+        }
+        let number = self.state_block(block)?;
+        Ok(self
+            .run_blocking(move |ctx| ctx.chain.proof(number, address, &keys))
+            .await?)
     }
 }
 

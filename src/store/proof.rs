@@ -1,0 +1,206 @@
+//! EIP-1186 proofs (`eth_getProof`): the account-trie path to one account and the storage-trie
+//! paths to some of its slots, in the state after any stored block.
+//!
+//! Like the state root (see `trie.rs`), a proof rebuilds the tries from the hashed state tables
+//! (turned back to the wanted block with the history overlay), retaining the nodes on the way
+//! to each target. The rebuilt root is checked against the block's header, so a proof that
+//! would not verify is an error rather than an answer.
+
+use std::collections::BTreeMap;
+
+use alloy::{
+    primitives::{keccak256, Address, Bytes, B256, U256},
+    rpc::types::{EIP1186AccountProofResponse, EIP1186StorageProof},
+    serde::JsonStorageKey,
+};
+use alloy_trie::{proof::ProofRetainer, HashBuilder, Nibbles, TrieAccount, EMPTY_ROOT_HASH};
+use redb::ReadableDatabase;
+use revm::primitives::KECCAK_EMPTY;
+
+use super::{
+    codec::{hash_address, StoredAccount},
+    state,
+    trie::{HashedOverlay, StateSource},
+    Store, StoreError, TableSource, ACCOUNTS, STORAGE,
+};
+
+impl Store {
+    /// The proof of `address` and `keys` in the state after canonical block `number`.
+    pub fn proof(
+        &self,
+        number: u64,
+        address: Address,
+        keys: &[JsonStorageKey],
+    ) -> Result<EIP1186AccountProofResponse, StoreError> {
+        let header = self
+            .header_raw(number)?
+            .ok_or_else(|| StoreError::Corrupt(format!("no header for block {number}")))?;
+        let tx = self.db().begin_read()?;
+        // The head is read after the snapshot: a block committed in between is history then.
+        let latest = self.head().latest.max(number);
+        let overlay = if number < latest {
+            state::revert_overlay(&tx, number)?
+        } else {
+            HashedOverlay::default()
+        };
+        let source = TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?);
+        let accounts = accounts_at(&source, &overlay)?;
+
+        let hashed = hash_address(&address);
+        let (state_root, account_proof) = prove(
+            accounts
+                .iter()
+                .map(|(k, a)| (*k, alloy::rlp::encode(trie_account(a)))),
+            hashed,
+        );
+        if state_root != header.state_root {
+            return Err(StoreError::StateRoot {
+                number,
+                expected: header.state_root,
+                got: state_root,
+            });
+        }
+
+        let account = accounts.get(&hashed).copied();
+        let storage_proof = match account {
+            Some(account) if account.storage_root != EMPTY_ROOT_HASH && !keys.is_empty() => {
+                let slots = slots_at(&source, &overlay, &hashed)?;
+                keys.iter()
+                    .map(|key| {
+                        let slot = keccak256(key.as_b256());
+                        let leaves = slots
+                            .iter()
+                            .map(|(k, v)| (*k, alloy::rlp::encode(v)));
+                        let (root, proof) = prove(leaves, slot);
+                        if root != account.storage_root {
+                            return Err(StoreError::Corrupt(format!(
+                                "storage root of {address} at block {number}: rebuilt {root}, stored {}",
+                                account.storage_root
+                            )));
+                        }
+                        Ok(EIP1186StorageProof {
+                            key: *key,
+                            value: slots.get(&slot).copied().unwrap_or_default(),
+                            proof,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()?
+            }
+            // No storage: every value is zero and the proof is empty, as geth answers.
+            _ => keys
+                .iter()
+                .map(|key| EIP1186StorageProof {
+                    key: *key,
+                    value: U256::ZERO,
+                    proof: Vec::new(),
+                })
+                .collect(),
+        };
+        let account = account.unwrap_or(StoredAccount {
+            nonce: 0,
+            balance: U256::ZERO,
+            code_hash: KECCAK_EMPTY,
+            storage_root: EMPTY_ROOT_HASH,
+        });
+        Ok(EIP1186AccountProofResponse {
+            address,
+            balance: account.balance,
+            code_hash: account.code_hash,
+            nonce: account.nonce,
+            storage_hash: account.storage_root,
+            account_proof,
+            storage_proof,
+        })
+    }
+}
+
+/// Every account of the state `overlay` turns the stored state into, by hashed address.
+fn accounts_at<S: StateSource<Error = StoreError>>(
+    source: &S,
+    overlay: &HashedOverlay,
+) -> Result<BTreeMap<B256, StoredAccount>, StoreError> {
+    let mut accounts = BTreeMap::new();
+    source.for_each_account(&mut |k, v| {
+        accounts.insert(k, v);
+    })?;
+    for (hashed, account) in &overlay.accounts {
+        match account {
+            None => {
+                accounts.remove(hashed);
+            }
+            Some(a) => {
+                let storage_root = match a.storage_root {
+                    Some(root) => root,
+                    None => accounts
+                        .get(hashed)
+                        .map_or(EMPTY_ROOT_HASH, |s| s.storage_root),
+                };
+                accounts.insert(
+                    *hashed,
+                    StoredAccount {
+                        nonce: a.nonce,
+                        balance: a.balance,
+                        code_hash: a.code_hash,
+                        storage_root,
+                    },
+                );
+            }
+        }
+    }
+    Ok(accounts)
+}
+
+/// The non-zero slots of one account in the state `overlay` turns the stored state into.
+fn slots_at<S: StateSource<Error = StoreError>>(
+    source: &S,
+    overlay: &HashedOverlay,
+    hashed: &B256,
+) -> Result<BTreeMap<B256, U256>, StoreError> {
+    let mut slots = BTreeMap::new();
+    let changes = overlay.storage.get(hashed);
+    if !changes.is_some_and(|c| c.wiped) {
+        source.for_each_slot(hashed, &mut |k, v| {
+            slots.insert(k, v);
+        })?;
+    }
+    for (slot, value) in changes.iter().flat_map(|c| c.slots.iter()) {
+        if value.is_zero() {
+            slots.remove(slot);
+        } else {
+            slots.insert(*slot, *value);
+        }
+    }
+    Ok(slots)
+}
+
+/// The root of the trie of `leaves` (ascending keys) and the nodes on the path to `target`,
+/// root first.
+fn prove(leaves: impl Iterator<Item = (B256, Vec<u8>)>, target: B256) -> (B256, Vec<Bytes>) {
+    let target = Nibbles::unpack(target);
+    let mut hb = HashBuilder::default().with_proof_retainer(ProofRetainer::new(vec![target]));
+    let mut any = false;
+    for (key, value) in leaves {
+        any = true;
+        hb.add_leaf(Nibbles::unpack(key), &value);
+    }
+    if !any {
+        return (EMPTY_ROOT_HASH, Vec::new());
+    }
+    let root = hb.root();
+    let proof = hb
+        .take_proof_nodes()
+        .matching_nodes_sorted(&target)
+        .into_iter()
+        .map(|(_, node)| node)
+        .collect();
+    (root, proof)
+}
+
+fn trie_account(a: &StoredAccount) -> TrieAccount {
+    TrieAccount {
+        nonce: a.nonce,
+        balance: a.balance,
+        storage_root: a.storage_root,
+        code_hash: a.code_hash,
+    }
+}
