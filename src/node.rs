@@ -92,7 +92,11 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         pool: pool.clone(),
         limits: Arc::new(limits),
     };
-    let methods = rpc::modules::all_modules(&ctx)?;
+    let mut methods = rpc::modules::all_modules(&ctx)?;
+    // Block building needs the executor, which modules do not see: the node adds it itself.
+    methods
+        .merge(crate::sync::testing::rpc_module(store.clone())?)
+        .context("registering testing_buildBlockV1")?;
 
     // With keys in Redis the operator manages them there (`simnode keys add --keys-backend
     // redis`); a key created in the local file would not be accepted.

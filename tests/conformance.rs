@@ -52,6 +52,7 @@ const MUST_PASS: &[&str] = &[
     "eth_config",
     "eth_capabilities",
     "eth_getProof",
+    "testing_buildBlockV1",
 ];
 
 #[test]

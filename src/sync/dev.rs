@@ -10,9 +10,9 @@ use std::{
 use alloy::{
     consensus::{
         constants::EMPTY_WITHDRAWALS, proofs::calculate_transaction_root, transaction::Recovered,
-        BlockBody, Header, Transaction, TxEnvelope, EMPTY_OMMER_ROOT_HASH,
+        BlockBody, Header, Sealed, Transaction, TxEnvelope, EMPTY_OMMER_ROOT_HASH,
     },
-    eips::eip4844::DATA_GAS_PER_BLOB,
+    eips::{eip4844::DATA_GAS_PER_BLOB, eip4895::Withdrawal},
     primitives::{keccak256, Address, Sealable, B256},
 };
 use alloy_hardforks::EthereumHardforks;
@@ -67,39 +67,59 @@ pub fn assemble_block(
     candidates: &[Recovered<TxEnvelope>],
     timestamp: u64,
 ) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
-    let spec = store.spec().clone();
     let parent = store.head_header()?;
     let timestamp = timestamp.max(parent.timestamp + 1);
-    let mut header = next_header(store, &parent, timestamp);
+    let header = next_header(store, &parent, timestamp);
+    let withdrawals = header.withdrawals_root.map(|_| Vec::new());
+    assemble_on(store, &parent, header, withdrawals, candidates, true)
+}
 
+/// Builds a block on the stored block `parent` from `header` (the fields known before
+/// execution; the rest are filled in), `withdrawals` and `candidates` in order, without
+/// storing it. With `skip_invalid`, transactions that cannot be included are left out (as a
+/// miner does); without, the first one fails the build.
+pub fn assemble_on(
+    store: &Store,
+    parent: &Sealed<Header>,
+    mut header: Header,
+    withdrawals: Option<Vec<Withdrawal>>,
+    candidates: &[Recovered<TxEnvelope>],
+    skip_invalid: bool,
+) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
+    let spec = store.spec().clone();
     // Blob gas is limited per block; the executor does not enforce it, the builder must.
     let max_blob_gas = spec
-        .blob_params_at(timestamp)
+        .blob_params_at(header.timestamp)
         .map_or(0, |p| p.max_blob_gas_per_block());
     let mut blob_gas = 0u64;
-    let txs: Vec<(&TxEnvelope, Address)> = candidates
-        .iter()
-        .filter(|tx| {
-            let needed = tx
-                .blob_versioned_hashes()
-                .map_or(0, |h| h.len() as u64 * DATA_GAS_PER_BLOB);
-            if blob_gas + needed > max_blob_gas && needed > 0 {
-                return false;
+    let mut txs: Vec<(&TxEnvelope, Address)> = Vec::with_capacity(candidates.len());
+    for (index, tx) in candidates.iter().enumerate() {
+        let needed = tx
+            .blob_versioned_hashes()
+            .map_or(0, |h| h.len() as u64 * DATA_GAS_PER_BLOB);
+        if needed > 0 && blob_gas + needed > max_blob_gas {
+            if skip_invalid {
+                continue;
             }
-            blob_gas += needed;
-            true
-        })
-        .map(|tx| (tx.inner(), tx.signer()))
-        .collect();
-    let withdrawals = header.withdrawals_root.map(|_| Vec::new());
+            return Err(BlockError::InvalidHeader {
+                number: header.number,
+                reason: format!(
+                    "transaction {index}: blob gas {} over the block's limit {max_blob_gas}",
+                    blob_gas + needed
+                ),
+            });
+        }
+        blob_gas += needed;
+        txs.push((tx.inner(), tx.signer()));
+    }
     let run = exec::run_block(
         store,
-        &parent,
+        parent,
         &header,
         &[],
         withdrawals.as_deref(),
         &txs,
-        true,
+        skip_invalid,
     )?;
 
     let transactions: Vec<TxEnvelope> = run.included.iter().map(|&i| txs[i].0.clone()).collect();
@@ -111,6 +131,9 @@ pub fn assemble_block(
     if header.blob_gas_used.is_some() {
         header.blob_gas_used = Some(run.blob_gas_used);
     }
+    header.withdrawals_root = withdrawals
+        .as_ref()
+        .map(|w| alloy::consensus::proofs::calculate_withdrawals_root(w));
     header.requests_hash = run.requests_hash;
     header.state_root = store.state_root_with(parent.number, &run.changes)?;
     let block = NewBlock {

@@ -5,3 +5,4 @@ pub mod dev;
 pub mod engine;
 pub mod import;
 pub mod jwt;
+pub mod testing;
