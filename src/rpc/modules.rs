@@ -20,5 +20,8 @@ pub fn all_modules(ctx: &ModuleContext) -> anyhow::Result<Methods> {
     methods
         .merge(simnode_trace::rpc_module(ctx.clone()))
         .context("registering the trace module")?;
+    methods
+        .merge(simnode_debug::rpc_module(ctx.clone()))
+        .context("registering the debug module")?;
     Ok(methods)
 }

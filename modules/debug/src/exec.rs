@@ -1,0 +1,393 @@
+//! Re-executing a stored block to trace its transactions, as geth's `traceBlock` /
+//! `traceTx` do.
+//!
+//! The block runs on the state after its parent, in its own EVM environment (the chain spec's
+//! `evm_env` of its header, every check on, as when it was imported). The pre-block system calls
+//! (EIP-2935 parent hash, EIP-4788 beacon root) are applied first, untraced; then every
+//! transaction in order, each in a fresh EVM with its own inspector, its state changes
+//! committed before the next one runs. The trace of a transaction is built from the state
+//! before it (the prestate tracer needs it): transact, build, then commit. Transactions before
+//! the one asked for by `debug_traceTransaction` run without an inspector.
+//!
+//! A [`Guard`] beside the tracer stops the transaction at the request's deadline and counts
+//! what the tracer's own byte budget does not see (one struct log per opcode, one frame per
+//! call) against `RpcLimits::max_vm_trace_bytes`, shared by all transactions of a request.
+
+use std::time::Instant;
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    rpc::types::trace::geth::{GethDebugTracingOptions, GethTrace, StructLog, TraceResult},
+};
+use alloy_evm::{block::SystemCaller, EthEvmFactory, Evm, EvmFactory, FromRecoveredTx};
+use revm::{
+    bytecode::Bytecode,
+    context::TxEnv,
+    context_interface::{
+        result::{EVMError, ResultAndState},
+        ContextError, ContextTr,
+    },
+    database::CacheDB,
+    interpreter::{
+        interpreter_types::LoopControl, CallInputs, CallOutcome, CreateInputs, CreateOutcome,
+        Interpreter,
+    },
+    state::AccountInfo,
+    DatabaseCommit, DatabaseRef, Inspector,
+};
+use revm_inspectors::tracing::{
+    DebugInspector, TraceLimitBehavior, TraceLimits, TracingInspector, TracingInspectorConfig,
+    TransactionContext,
+};
+use simnode_api::{ModuleContext, RpcError, RpcResult, StateError, StateRef, StoredBlock};
+
+/// The stored state after the parent block, as the read-only base under the replay's cache.
+struct StateDb(StateRef);
+
+impl std::fmt::Debug for StateDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateDb")
+    }
+}
+
+impl DatabaseRef for StateDb {
+    type Error = StateError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
+        self.0.basic_ref(address)
+    }
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
+        self.0.code_by_hash_ref(code_hash)
+    }
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
+        self.0.storage_ref(address, index)
+    }
+    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
+        self.0.block_hash_ref(number)
+    }
+}
+
+type Db = CacheDB<StateDb>;
+
+/// What one tracing request may use.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    pub deadline: Instant,
+    /// The deadline's length, for the -32016 message.
+    pub timeout_ms: u64,
+    /// Most bytes of trace the request may record.
+    pub max_bytes: usize,
+}
+
+impl Budget {
+    fn timed_out(&self) -> RpcError {
+        RpcError::Timeout(self.timeout_ms)
+    }
+
+    fn too_large(&self) -> RpcError {
+        RpcError::LimitExceeded(format!(
+            "trace too large: the request's traces exceed {} bytes",
+            self.max_bytes
+        ))
+    }
+}
+
+/// Traces the transactions of `block` (which is not the genesis block): all of them, or only
+/// the one at `only` (the ones before it run untraced, the ones after it not at all).
+pub(crate) fn trace_block(
+    ctx: &ModuleContext,
+    block: &StoredBlock,
+    opts: &GethDebugTracingOptions,
+    budget: Budget,
+    only: Option<usize>,
+) -> RpcResult<Vec<TraceResult>> {
+    let number = block.number();
+    if number == 0 {
+        return Err(RpcError::Server("genesis is not traceable".into()));
+    }
+    if block.senders.len() != block.body.transactions.len() {
+        return Err(RpcError::Internal(format!(
+            "block {number} has {} transactions and {} senders",
+            block.body.transactions.len(),
+            block.senders.len()
+        )));
+    }
+    // A tracer that cannot be built fails the request before any work is done.
+    tracer(opts, budget.max_bytes)?;
+
+    let env = ctx.spec.evm_env(&block.header);
+    let factory = EthEvmFactory::default();
+    let mut db: Db = CacheDB::new(StateDb(ctx.chain.state_at(number - 1)?));
+    {
+        let mut evm = factory.create_evm(&mut db, env.clone());
+        SystemCaller::new(&*ctx.spec)
+            .apply_pre_execution_changes(block.header.inner(), &mut evm)
+            .map_err(|err| RpcError::Internal(format!("pre-block system calls: {err}")))?;
+    }
+
+    let last = only.unwrap_or(block.body.transactions.len().saturating_sub(1));
+    let mut bytes = 0usize;
+    let mut results = Vec::new();
+    for (index, (tx, sender)) in block
+        .body
+        .transactions
+        .iter()
+        .zip(&block.senders)
+        .enumerate()
+        .take(last + 1)
+    {
+        if Instant::now() >= budget.deadline {
+            return Err(budget.timed_out());
+        }
+        let tx_env = TxEnv::from_recovered_tx(tx, *sender);
+        let tx_hash = *tx.tx_hash();
+        if only.is_some_and(|only| index < only) {
+            let mut guard = Guard::new(budget.deadline, 0, usize::MAX);
+            let res = factory
+                .create_evm_with_inspector(&mut db, env.clone(), &mut guard)
+                .transact(tx_env);
+            let res = settle(res, &guard, false, &budget, index)?;
+            db.commit(res.state);
+            continue;
+        }
+
+        let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
+        let (steps, nodes) = counted(&inspector);
+        let mut guard = Guard::new(budget.deadline, bytes, budget.max_bytes).counting(steps, nodes);
+        let res = factory
+            .create_evm_with_inspector(&mut db, env.clone(), (&mut inspector, &mut guard))
+            .transact(tx_env.clone());
+        let (recorded, full) = recorded_bytes(&inspector);
+        let res = settle(res, &guard, full, &budget, index)?;
+        bytes = guard.bytes.saturating_add(recorded);
+        if bytes > budget.max_bytes {
+            return Err(budget.too_large());
+        }
+        let context = TransactionContext::default()
+            .with_block_hash(block.hash())
+            .with_tx_index(index)
+            .with_tx_hash(tx_hash);
+        let mut trace: GethTrace = inspector
+            .get_result(Some(context), &tx_env, &env.block_env, &res, &mut &db)
+            .map_err(|err| RpcError::Internal(format!("building the trace: {err}")))?;
+        if let GethTrace::Default(frame) = &mut trace {
+            omit_empty(&mut frame.struct_logs);
+        }
+        db.commit(res.state);
+        results.push(TraceResult::Success {
+            result: trace,
+            tx_hash: Some(tx_hash),
+        });
+    }
+    Ok(results)
+}
+
+/// geth's struct logger leaves out what is empty (`omitempty`): a zero refund counter, empty
+/// memory, storage and return data. The stack stays, empty or not, unless it is disabled.
+fn omit_empty(logs: &mut [StructLog]) {
+    for log in logs {
+        if log.refund_counter == Some(0) {
+            log.refund_counter = None;
+        }
+        if log.memory.as_ref().is_some_and(Vec::is_empty) {
+            log.memory = None;
+        }
+        if log.storage.as_ref().is_some_and(|s| s.is_empty()) {
+            log.storage = None;
+        }
+        if log.return_data.as_ref().is_some_and(|d| d.is_empty()) {
+            log.return_data = None;
+        }
+    }
+}
+
+/// The inspector of the tracer `opts` names, its recording bounded by `max_bytes`.
+fn tracer(opts: &GethDebugTracingOptions, max_bytes: usize) -> RpcResult<DebugInspector> {
+    let mut inspector = DebugInspector::new(opts.clone()).map_err(|err| {
+        let name = opts
+            .tracer
+            .as_ref()
+            .map(|t| format!("{t:?}"))
+            .unwrap_or_default();
+        RpcError::Server(format!("tracer {name}: {err}"))
+    })?;
+    let tracing = match &mut inspector {
+        DebugInspector::CallTracer(t, _)
+        | DebugInspector::PreStateTracer(t, _)
+        | DebugInspector::FlatCallTracer(t)
+        | DebugInspector::Erc7562Tracer(t, _)
+        | DebugInspector::Default(t, _) => t,
+        _ => return Ok(inspector),
+    };
+    let unbounded = std::mem::replace(
+        tracing,
+        TracingInspector::new(TracingInspectorConfig::none()),
+    );
+    *tracing = unbounded.with_limits(
+        TraceLimits::default()
+            .set_max_recorded_bytes(Some(max_bytes))
+            .set_behavior(TraceLimitBehavior::Halt),
+    );
+    Ok(inspector)
+}
+
+/// Whether the guard counts steps (struct logs are kept per opcode) and call frames.
+fn counted(inspector: &DebugInspector) -> (bool, bool) {
+    match inspector {
+        DebugInspector::Default(..) | DebugInspector::Erc7562Tracer(..) => (true, true),
+        DebugInspector::CallTracer(..)
+        | DebugInspector::PreStateTracer(..)
+        | DebugInspector::FlatCallTracer(..)
+        | DebugInspector::Mux(..) => (false, true),
+        _ => (false, false),
+    }
+}
+
+/// Bytes the tracer's own budget counted, and whether it ran out.
+fn recorded_bytes(inspector: &DebugInspector) -> (usize, bool) {
+    match inspector {
+        DebugInspector::CallTracer(t, _)
+        | DebugInspector::PreStateTracer(t, _)
+        | DebugInspector::FlatCallTracer(t)
+        | DebugInspector::Erc7562Tracer(t, _)
+        | DebugInspector::Default(t, _) => (t.recorded_bytes(), t.limit_exceeded()),
+        _ => (0, false),
+    }
+}
+
+fn settle(
+    res: Result<ResultAndState, EVMError<StateError>>,
+    guard: &Guard,
+    tracer_full: bool,
+    budget: &Budget,
+    index: usize,
+) -> RpcResult<ResultAndState> {
+    res.map_err(|err| match (guard.abort, tracer_full) {
+        (Some(Abort::Deadline), _) => budget.timed_out(),
+        (Some(Abort::TraceTooLarge), _) | (None, true) => budget.too_large(),
+        (None, false) => match err {
+            EVMError::Database(err) => RpcError::from(err),
+            // A stored block whose transaction no longer executes: the store is at fault.
+            other => RpcError::Internal(format!("transaction {index} of the block: {other}")),
+        },
+    })
+}
+
+/// Bytes one struct log costs beyond its byte buffers (the log and its stack).
+const STEP_BYTES: usize = 256;
+/// Bytes one call frame costs beyond its input and output.
+const NODE_BYTES: usize = 512;
+/// How many opcodes run between two looks at the clock.
+const CLOCK_EVERY: u32 = 2048;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Abort {
+    Deadline,
+    TraceTooLarge,
+}
+
+/// Stops a transaction at the deadline or when the request's trace grows past its bound
+/// (revm's external-error path: the context error is set and the interpreter halts).
+#[derive(Debug)]
+struct Guard {
+    deadline: Instant,
+    until_clock: u32,
+    count_steps: bool,
+    count_nodes: bool,
+    bytes: usize,
+    max_bytes: usize,
+    abort: Option<Abort>,
+}
+
+impl Guard {
+    fn new(deadline: Instant, bytes: usize, max_bytes: usize) -> Self {
+        Self {
+            deadline,
+            until_clock: 0,
+            count_steps: false,
+            count_nodes: false,
+            bytes,
+            max_bytes,
+            abort: None,
+        }
+    }
+
+    fn counting(mut self, steps: bool, nodes: bool) -> Self {
+        self.count_steps = steps;
+        self.count_nodes = nodes;
+        self
+    }
+
+    fn add(&mut self, bytes: usize) {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.bytes > self.max_bytes && self.abort.is_none() {
+            self.abort = Some(Abort::TraceTooLarge);
+        }
+    }
+
+    fn halt_if_aborted<CTX: ContextTr>(&self, interp: &mut Interpreter, context: &mut CTX) {
+        let Some(reason) = self.abort else { return };
+        if context.error().is_ok() {
+            *context.error() = Err(ContextError::Custom(format!("trace stopped: {reason:?}")));
+        }
+        // The tracer may have halted in the same hook: replace its action rather than set a
+        // second one.
+        interp.bytecode.action().take();
+        interp.bytecode.reset_action();
+        interp.halt_fatal();
+    }
+}
+
+impl<CTX: ContextTr> Inspector<CTX> for Guard {
+    fn initialize_interp(&mut self, interp: &mut Interpreter, context: &mut CTX) {
+        self.halt_if_aborted(interp, context);
+    }
+
+    #[inline]
+    fn step(&mut self, interp: &mut Interpreter, context: &mut CTX) {
+        if self.count_steps {
+            self.add(STEP_BYTES);
+        }
+        if self.until_clock == 0 {
+            self.until_clock = CLOCK_EVERY;
+            if Instant::now() >= self.deadline && self.abort.is_none() {
+                self.abort = Some(Abort::Deadline);
+            }
+        }
+        self.until_clock -= 1;
+        if self.abort.is_some() {
+            self.halt_if_aborted(interp, context);
+        }
+    }
+
+    fn call(&mut self, _context: &mut CTX, _inputs: &mut CallInputs) -> Option<CallOutcome> {
+        if self.count_nodes {
+            self.add(NODE_BYTES);
+        }
+        None
+    }
+
+    fn call_end(&mut self, _context: &mut CTX, _inputs: &CallInputs, outcome: &mut CallOutcome) {
+        if self.count_nodes {
+            self.add(outcome.result.output.len());
+        }
+    }
+
+    fn create(&mut self, _context: &mut CTX, _inputs: &mut CreateInputs) -> Option<CreateOutcome> {
+        if self.count_nodes {
+            self.add(NODE_BYTES);
+        }
+        None
+    }
+
+    fn create_end(
+        &mut self,
+        _context: &mut CTX,
+        _inputs: &CreateInputs,
+        outcome: &mut CreateOutcome,
+    ) {
+        if self.count_nodes {
+            self.add(outcome.result.output.len());
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The `debug` namespace as geth serves it for stored blocks:
+//!
+//! - `debug_getRawHeader`, `debug_getRawBlock`, `debug_getRawReceipts`,
+//!   `debug_getRawTransaction`: consensus encodings of stored data ([`raw`]);
+//! - `debug_traceTransaction`, `debug_traceBlockByNumber`, `debug_traceBlockByHash`: the block
+//!   re-executed on its parent's state with geth's tracers ([`exec`]): the default struct
+//!   logger (`disableStorage`, `disableStack`, `enableMemory`, `enableReturnData`, `limit`),
+//!   `callTracer` (`onlyTopCall`, `withLog`), `prestateTracer` (`diffMode`), `4byteTracer`,
+//!   `noopTracer`, `flatCallTracer`, `muxTracer`, all from revm-inspectors' `DebugInspector`.
+//!
+//! Parameters are typed as strictly as geth types them ([`params`]): block numbers are
+//! 0x-prefixed hex or tags, hashes 0x-prefixed 32 bytes. The genesis block is not traceable
+//! (-32000, as geth); an unknown transaction is -32000 "transaction not found", an unknown block
+//! -32000 "block ... not found".
+//!
+//! Limits: tracing runs on tokio's blocking pool, at most `RpcLimits::max_concurrent_traces`
+//! requests at once (the rest wait within their deadline); a request's deadline is
+//! `RpcLimits::evm_timeout`, or the tracer option `timeout` when that is shorter (-32016 past
+//! it); the trace one request records is bounded by `RpcLimits::max_vm_trace_bytes` (-32005).
+
+mod exec;
+mod params;
+mod raw;
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    primitives::Bytes,
+    rpc::types::trace::geth::{GethDebugTracingOptions, GethTrace, TraceResult},
+};
+use jsonrpsee::{core::async_trait, proc_macros::rpc};
+use serde_json::Value;
+use simnode_api::{block_id::BlockTag, BlockParam, ModuleContext, RpcError, RpcResult};
+use tokio::sync::Semaphore;
+
+#[rpc(server, namespace = "debug")]
+pub trait DebugApi {
+    /// The RLP of a block header.
+    #[method(name = "getRawHeader")]
+    fn get_raw_header(&self, block: Option<Value>) -> Result<Option<Bytes>, RpcError>;
+
+    /// The RLP of a block.
+    #[method(name = "getRawBlock")]
+    fn get_raw_block(&self, block: Option<Value>) -> Result<Option<Bytes>, RpcError>;
+
+    /// The EIP-2718 encodings of a block's receipts.
+    #[method(name = "getRawReceipts")]
+    fn get_raw_receipts(&self, block: Option<Value>) -> Result<Option<Vec<Bytes>>, RpcError>;
+
+    /// The EIP-2718 encoding of a transaction (mined or pooled).
+    #[method(name = "getRawTransaction")]
+    fn get_raw_transaction(&self, hash: Option<Value>) -> Result<Option<Bytes>, RpcError>;
+
+    /// Traces one mined transaction.
+    #[method(name = "traceTransaction")]
+    async fn trace_transaction(
+        &self,
+        hash: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<GethTrace, RpcError>;
+
+    /// Traces every transaction of a block named by number or tag.
+    #[method(name = "traceBlockByNumber")]
+    async fn trace_block_by_number(
+        &self,
+        number: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<Vec<TraceResult>, RpcError>;
+
+    /// Traces every transaction of a block named by hash.
+    #[method(name = "traceBlockByHash")]
+    async fn trace_block_by_hash(
+        &self,
+        hash: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<Vec<TraceResult>, RpcError>;
+}
+
+/// The `debug` namespace: the module context and the tracing slots.
+#[derive(Debug, Clone)]
+pub struct Debug {
+    ctx: ModuleContext,
+    slots: Arc<Semaphore>,
+}
+
+impl Debug {
+    pub fn new(ctx: ModuleContext) -> Self {
+        let slots = Arc::new(Semaphore::new(ctx.limits.max_concurrent_traces.max(1)));
+        Self { ctx, slots }
+    }
+
+    /// Runs `f` on the blocking pool once a tracing slot is free, within the request's budget.
+    async fn traced<T: Send + 'static>(
+        &self,
+        opts: &GethDebugTracingOptions,
+        f: impl FnOnce(&ModuleContext, exec::Budget) -> RpcResult<T> + Send + 'static,
+    ) -> RpcResult<T> {
+        let mut timeout = self.ctx.limits.evm_timeout;
+        if let Some(asked) = &opts.timeout {
+            let asked = parse_go_duration(asked)
+                .ok_or_else(|| RpcError::Server(format!("time: invalid duration \"{asked}\"")))?;
+            timeout = timeout.min(asked);
+        }
+        let budget = exec::Budget {
+            deadline: Instant::now() + timeout,
+            timeout_ms: timeout.as_millis().try_into().unwrap_or(u64::MAX),
+            max_bytes: self.ctx.limits.max_vm_trace_bytes,
+        };
+        let slot =
+            tokio::time::timeout_at(budget.deadline.into(), self.slots.clone().acquire_owned())
+                .await
+                .map_err(|_| RpcError::Timeout(budget.timeout_ms))?
+                .map_err(RpcError::internal)?;
+        let ctx = self.ctx.clone();
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            f(&ctx, budget)
+        })
+        .await
+        .map_err(|err| RpcError::internal(format!("tracing task failed: {err}")))?
+    }
+}
+
+/// The tracer options (second parameter); absent or `null` is the default struct logger.
+fn tracing_options(opts: Option<Value>) -> RpcResult<GethDebugTracingOptions> {
+    match opts {
+        None | Some(Value::Null) => Ok(Default::default()),
+        Some(v) => serde_json::from_value(v)
+            .map_err(|err| RpcError::invalid_params(format!("invalid argument 1: {err}"))),
+    }
+}
+
+/// A Go `time.ParseDuration` string: decimal numbers with units ns, us/µs, ms, s, m, h,
+/// optionally signed ("1m30s", "2.5s", "0").
+fn parse_go_duration(s: &str) -> Option<Duration> {
+    let s = s.strip_prefix('+').unwrap_or(s);
+    if s.starts_with('-') {
+        return Some(Duration::ZERO);
+    }
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let nanos = match &rest[..unit_end] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        rest = &rest[unit_end..];
+        total += value * nanos;
+    }
+    Some(Duration::from_nanos(total.min(u64::MAX as f64) as u64))
+}
+
+fn not_found_number(param: &BlockParam) -> RpcError {
+    RpcError::Server(match param {
+        BlockParam::Number(n) => format!("block #{n} not found"),
+        BlockParam::Tag(BlockTag::Safe) => "safe block not found".into(),
+        BlockParam::Tag(BlockTag::Finalized) => "finalized block not found".into(),
+        BlockParam::Tag(tag) => format!("block {tag:?} not found").to_lowercase(),
+        BlockParam::Hash { hash, .. } => format!("block {hash} not found"),
+    })
+}
+
+#[async_trait]
+impl DebugApiServer for Debug {
+    fn get_raw_header(&self, block: Option<Value>) -> Result<Option<Bytes>, RpcError> {
+        let param = params::block_number_or_hash(&params::required(block, "block")?)?;
+        raw::raw_header(&self.ctx, &param)
+    }
+
+    fn get_raw_block(&self, block: Option<Value>) -> Result<Option<Bytes>, RpcError> {
+        let param = params::block_number_or_hash(&params::required(block, "block")?)?;
+        raw::raw_block(&self.ctx, &param)
+    }
+
+    fn get_raw_receipts(&self, block: Option<Value>) -> Result<Option<Vec<Bytes>>, RpcError> {
+        let param = params::block_number_or_hash(&params::required(block, "block")?)?;
+        raw::raw_receipts(&self.ctx, &param)
+    }
+
+    fn get_raw_transaction(&self, hash: Option<Value>) -> Result<Option<Bytes>, RpcError> {
+        let hash = params::hash(&params::required(hash, "transaction hash")?)?;
+        raw::raw_transaction(&self.ctx, &hash)
+    }
+
+    async fn trace_transaction(
+        &self,
+        hash: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<GethTrace, RpcError> {
+        let hash = params::hash(&params::required(hash, "transaction hash")?)?;
+        let opts = tracing_options(opts)?;
+        let traced = opts.clone();
+        self.traced(&opts, move |ctx, budget| {
+            let not_found = || RpcError::Server("transaction not found".into());
+            let loc = ctx
+                .chain
+                .transaction_location(&hash)?
+                .ok_or_else(not_found)?;
+            let block = ctx.chain.block(loc.block_number)?.ok_or_else(not_found)?;
+            let index = loc.index as usize;
+            if block.body.transactions.get(index).map(|tx| *tx.tx_hash()) != Some(hash) {
+                return Err(not_found());
+            }
+            let mut results = exec::trace_block(ctx, &block, &traced, budget, Some(index))?;
+            match results.pop() {
+                Some(TraceResult::Success { result, .. }) => Ok(result),
+                Some(TraceResult::Error { error, .. }) => Err(RpcError::Server(error)),
+                None => Err(RpcError::internal("transaction was not traced")),
+            }
+        })
+        .await
+    }
+
+    async fn trace_block_by_number(
+        &self,
+        number: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<Vec<TraceResult>, RpcError> {
+        let param = params::block_number(&params::required(number, "block number")?)?;
+        let opts = tracing_options(opts)?;
+        let traced = opts.clone();
+        self.traced(&opts, move |ctx, budget| {
+            let number = ctx
+                .chain
+                .resolve(&param)?
+                .ok_or_else(|| not_found_number(&param))?;
+            let block = ctx
+                .chain
+                .block(number)?
+                .ok_or_else(|| not_found_number(&param))?;
+            exec::trace_block(ctx, &block, &traced, budget, None)
+        })
+        .await
+    }
+
+    async fn trace_block_by_hash(
+        &self,
+        hash: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<Vec<TraceResult>, RpcError> {
+        let hash = params::hash(&params::required(hash, "block hash")?)?;
+        let opts = tracing_options(opts)?;
+        let traced = opts.clone();
+        self.traced(&opts, move |ctx, budget| {
+            let not_found = || RpcError::Server(format!("block {hash} not found"));
+            let number = ctx.chain.block_number(&hash)?.ok_or_else(not_found)?;
+            let block = ctx.chain.block(number)?.ok_or_else(not_found)?;
+            if block.hash() != hash {
+                return Err(not_found());
+            }
+            exec::trace_block(ctx, &block, &traced, budget, None)
+        })
+        .await
+    }
+}
+
+/// The methods of this module.
+pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
+    Debug::new(ctx).into_rpc().into()
+}
+
+#[cfg(test)]
+mod tests;
