@@ -23,5 +23,8 @@ pub fn all_modules(ctx: &ModuleContext) -> anyhow::Result<Methods> {
     methods
         .merge(simnode_debug::rpc_module(ctx.clone()))
         .context("registering the debug module")?;
+    methods
+        .merge(simnode_txpool::rpc_module(ctx.clone()))
+        .context("registering the txpool module")?;
     Ok(methods)
 }

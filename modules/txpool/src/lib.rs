@@ -1,0 +1,338 @@
+//! The `txpool` namespace as geth serves it: `txpool_content`, `txpool_contentFrom` and
+//! `txpool_status`, read from the node's transaction pool.
+//!
+//! The pool keeps every accepted transaction per sender and nonce without splitting them, so
+//! the split is made here as geth makes it: against the sender's nonce in the latest state, the
+//! transactions that follow on from it without a gap are `pending` (executable), the ones behind
+//! a gap `queued`. A transaction whose nonce is below the account's (already superseded, about
+//! to be dropped by the pool) is in neither.
+//!
+//! Shapes: `content` maps the sender (checksummed) to the nonce (decimal string) to the RPC
+//! transaction (block fields `null`, `gasPrice` the effective price at the latest base fee);
+//! `contentFrom` maps the nonce to the transaction for one sender; `status` counts both kinds.
+
+use std::collections::{BTreeMap, HashMap};
+
+use alloy::{
+    consensus::{transaction::Recovered, Transaction as _, TxEnvelope},
+    primitives::{Address, U64},
+    rpc::types::{Transaction, TransactionInfo},
+};
+use jsonrpsee::proc_macros::rpc;
+use serde::Serialize;
+use serde_json::Value;
+use simnode_api::{ModuleContext, RpcError, RpcResult};
+
+/// A pooled transaction as geth shows it: the RPC transaction with its block fields `null`,
+/// `blockTimestamp` included.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolTransaction {
+    #[serde(flatten)]
+    pub tx: Transaction,
+    /// Always `null` here (alloy leaves the field out when it is unknown; geth writes it).
+    pub block_timestamp: Option<U64>,
+}
+
+/// Transactions of one sender by nonce (decimal string, as geth keys them).
+pub type ByNonce = BTreeMap<String, PoolTransaction>;
+
+/// `txpool_content`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Content {
+    pub pending: BTreeMap<String, ByNonce>,
+    pub queued: BTreeMap<String, ByNonce>,
+}
+
+/// `txpool_contentFrom`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ContentFrom {
+    pub pending: ByNonce,
+    pub queued: ByNonce,
+}
+
+/// `txpool_status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Status {
+    pub pending: U64,
+    pub queued: U64,
+}
+
+/// Pool transactions of one sender, split as described in the crate docs.
+#[derive(Debug, Default)]
+pub struct Split {
+    pub pending: Vec<Recovered<TxEnvelope>>,
+    pub queued: Vec<Recovered<TxEnvelope>>,
+}
+
+/// Splits pool transactions per sender into executable and gapped ones, given each sender's
+/// nonce in the latest state.
+pub fn split(
+    txs: Vec<Recovered<TxEnvelope>>,
+    mut state_nonce: impl FnMut(&Address) -> RpcResult<u64>,
+) -> RpcResult<BTreeMap<Address, Split>> {
+    let mut by_sender: HashMap<Address, BTreeMap<u64, Recovered<TxEnvelope>>> = HashMap::new();
+    for tx in txs {
+        by_sender
+            .entry(tx.signer())
+            .or_default()
+            .insert(tx.inner().nonce(), tx);
+    }
+    let mut out = BTreeMap::new();
+    for (sender, txs) in by_sender {
+        let mut next = state_nonce(&sender)?;
+        let mut split = Split::default();
+        for (nonce, tx) in txs {
+            if nonce < next {
+                // Stale: the account has moved past it (the pool drops it with the next block).
+                continue;
+            }
+            if nonce == next && split.queued.is_empty() {
+                split.pending.push(tx);
+                next += 1;
+            } else {
+                split.queued.push(tx);
+            }
+        }
+        if !split.pending.is_empty() || !split.queued.is_empty() {
+            out.insert(sender, split);
+        }
+    }
+    Ok(out)
+}
+
+#[rpc(server, namespace = "txpool")]
+pub trait TxPoolApi {
+    /// Every pooled transaction, pending and queued, by sender and nonce.
+    #[method(name = "content")]
+    fn content(&self) -> Result<Content, RpcError>;
+
+    /// The pooled transactions of one sender, by nonce.
+    #[method(name = "contentFrom")]
+    fn content_from(&self, address: Option<Value>) -> Result<ContentFrom, RpcError>;
+
+    /// How many transactions are pending and queued.
+    #[method(name = "status")]
+    fn status(&self) -> Result<Status, RpcError>;
+}
+
+/// The `txpool` namespace over the node's pool.
+#[derive(Debug, Clone)]
+pub struct TxPoolRpc {
+    ctx: ModuleContext,
+}
+
+impl TxPoolRpc {
+    pub fn new(ctx: ModuleContext) -> Self {
+        Self { ctx }
+    }
+
+    /// The pool's non-blob transactions split per sender, and how many blob transactions it
+    /// holds. geth keeps blob transactions in a pool of their own whose content it does not
+    /// list but whose transactions `txpool_status` counts as pending; the same is done here.
+    fn snapshot(&self, only: Option<Address>) -> RpcResult<(BTreeMap<Address, Split>, usize)> {
+        let mut txs = self.ctx.pool.pending();
+        if let Some(only) = only {
+            txs.retain(|tx| tx.signer() == only);
+        }
+        let before = txs.len();
+        txs.retain(|tx| !tx.inner().is_eip4844());
+        let blobs = before - txs.len();
+        if txs.is_empty() {
+            return Ok((BTreeMap::new(), blobs));
+        }
+        let latest = self.ctx.chain.head().latest;
+        let state = self.ctx.chain.state_at(latest)?;
+        let split = split(txs, |sender| {
+            Ok(state
+                .basic_ref(*sender)
+                .map_err(RpcError::from)?
+                .map(|acc| acc.nonce)
+                .unwrap_or_default())
+        })?;
+        Ok((split, blobs))
+    }
+}
+
+/// The RPC form of pooled transactions. As in geth, `gasPrice` of a fee-market transaction is
+/// its `maxFeePerGas` (no block, so no effective price).
+fn rpc_txs(txs: Vec<Recovered<TxEnvelope>>) -> ByNonce {
+    txs.into_iter()
+        .map(|tx| {
+            let nonce = tx.inner().nonce().to_string();
+            let tx = Transaction::from_transaction(tx, TransactionInfo::default());
+            (
+                nonce,
+                PoolTransaction {
+                    tx,
+                    block_timestamp: None,
+                },
+            )
+        })
+        .collect()
+}
+
+/// geth's `common.Address` parameter: 0x-prefixed, 20 bytes.
+fn parse_address(value: Option<Value>) -> RpcResult<Address> {
+    let invalid = |msg: &str| RpcError::invalid_params(format!("invalid argument 0: {msg}"));
+    match value {
+        None | Some(Value::Null) => Err(RpcError::invalid_params(
+            "missing value for required argument 0 (address)",
+        )),
+        Some(Value::String(s)) => {
+            let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) else {
+                return Err(invalid(
+                    "json: cannot unmarshal hex string without 0x prefix into Go value of type common.Address",
+                ));
+            };
+            if hex.len() != 40 {
+                return Err(invalid(
+                    "json: cannot unmarshal hex string of wrong length into Go value of type common.Address",
+                ));
+            }
+            s.parse::<Address>().map_err(|_| {
+                invalid("json: cannot unmarshal invalid hex string into Go value of type common.Address")
+            })
+        }
+        Some(_) => Err(invalid(
+            "json: cannot unmarshal non-string into Go value of type common.Address",
+        )),
+    }
+}
+
+impl TxPoolApiServer for TxPoolRpc {
+    fn content(&self) -> Result<Content, RpcError> {
+        let (split, _) = self.snapshot(None)?;
+        let mut content = Content::default();
+        for (sender, Split { pending, queued }) in split {
+            let key = sender.to_checksum(None);
+            if !pending.is_empty() {
+                content.pending.insert(key.clone(), rpc_txs(pending));
+            }
+            if !queued.is_empty() {
+                content.queued.insert(key, rpc_txs(queued));
+            }
+        }
+        Ok(content)
+    }
+
+    fn content_from(&self, address: Option<Value>) -> Result<ContentFrom, RpcError> {
+        let address = parse_address(address)?;
+        let (mut split, _) = self.snapshot(Some(address))?;
+        let Split { pending, queued } = split.remove(&address).unwrap_or_default();
+        Ok(ContentFrom {
+            pending: rpc_txs(pending),
+            queued: rpc_txs(queued),
+        })
+    }
+
+    fn status(&self) -> Result<Status, RpcError> {
+        let (split, blobs) = self.snapshot(None)?;
+        let (pending, queued) = split.values().fold((blobs as u64, 0u64), |(p, q), s| {
+            (p + s.pending.len() as u64, q + s.queued.len() as u64)
+        });
+        Ok(Status {
+            pending: U64::from(pending),
+            queued: U64::from(queued),
+        })
+    }
+}
+
+/// The methods of this module.
+pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
+    TxPoolRpc::new(ctx).into_rpc().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::{
+        consensus::{SignableTransaction, TxLegacy},
+        primitives::Signature,
+    };
+
+    fn tx(sender: Address, nonce: u64) -> Recovered<TxEnvelope> {
+        let t = TxLegacy {
+            nonce,
+            gas_price: 10,
+            gas_limit: 21_000,
+            ..Default::default()
+        };
+        Recovered::new_unchecked(
+            TxEnvelope::Legacy(t.into_signed(Signature::test_signature())),
+            sender,
+        )
+    }
+
+    fn nonces(txs: &[Recovered<TxEnvelope>]) -> Vec<u64> {
+        txs.iter().map(|t| t.inner().nonce()).collect()
+    }
+
+    #[test]
+    fn gapped_transactions_are_queued_and_stale_ones_left_out() {
+        let a = Address::repeat_byte(1);
+        let b = Address::repeat_byte(2);
+        let c = Address::repeat_byte(3);
+        let txs = vec![
+            tx(a, 5),
+            tx(a, 6),
+            tx(a, 8),
+            tx(a, 9),
+            tx(b, 3),
+            tx(c, 0),
+            tx(c, 1),
+        ];
+        let split = split(txs, |s| {
+            Ok(match s {
+                s if *s == a => 5,
+                s if *s == b => 1,
+                _ => 1,
+            })
+        })
+        .unwrap();
+        assert_eq!(nonces(&split[&a].pending), vec![5, 6]);
+        assert_eq!(nonces(&split[&a].queued), vec![8, 9]);
+        assert!(split[&b].pending.is_empty());
+        assert_eq!(nonces(&split[&b].queued), vec![3]);
+        assert_eq!(nonces(&split[&c].pending), vec![1], "nonce 0 is stale");
+        assert!(split[&c].queued.is_empty());
+    }
+
+    #[test]
+    fn addresses_are_strict_hex() {
+        assert!(parse_address(Some(Value::String(format!("0x{}", "00".repeat(20))))).is_ok());
+        for bad in [
+            Value::String("00".repeat(20)),
+            Value::String(format!("0x{}", "00".repeat(19))),
+            serde_json::json!(1),
+            Value::Null,
+        ] {
+            assert_eq!(parse_address(Some(bad)).unwrap_err().code(), -32602);
+        }
+    }
+
+    #[test]
+    fn shapes_are_geths() {
+        let a = Address::repeat_byte(0xab);
+        let mut content = Content::default();
+        content
+            .pending
+            .insert(a.to_checksum(None), rpc_txs(vec![tx(a, 10), tx(a, 2)]));
+        let v = serde_json::to_value(&content).unwrap();
+        let by_nonce = &v["pending"][a.to_checksum(None)];
+        assert_eq!(by_nonce["2"]["nonce"], "0x2");
+        assert_eq!(by_nonce["10"]["blockHash"], Value::Null);
+        assert_eq!(by_nonce["10"]["blockTimestamp"], Value::Null);
+        assert_eq!(by_nonce["10"]["gasPrice"], "0xa");
+        assert_eq!(v["queued"], serde_json::json!({}));
+        let status = serde_json::to_value(Status {
+            pending: U64::from(6),
+            queued: U64::ZERO,
+        })
+        .unwrap();
+        assert_eq!(
+            status,
+            serde_json::json!({"pending": "0x6", "queued": "0x0"})
+        );
+    }
+}
