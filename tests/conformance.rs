@@ -53,6 +53,16 @@ const MUST_PASS: &[&str] = &[
     "eth_capabilities",
     "eth_getProof",
     "testing_buildBlockV1",
+    "debug_getRawBlock",
+    "debug_getRawHeader",
+    "debug_getRawReceipts",
+    "debug_getRawTransaction",
+    "debug_traceTransaction",
+    "debug_traceBlockByNumber",
+    "debug_traceBlockByHash",
+    "txpool_content",
+    "txpool_contentFrom",
+    "txpool_status",
 ];
 
 #[test]
