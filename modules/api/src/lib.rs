@@ -8,6 +8,7 @@
 pub mod block_id;
 pub mod chain_spec;
 pub mod error;
+pub mod guard;
 pub mod limits;
 pub mod pool;
 pub mod state;
@@ -18,7 +19,7 @@ pub use chain_spec::ChainSpec;
 pub use error::{RpcError, RpcResult};
 pub use limits::RpcLimits;
 pub use pool::TxPool;
-pub use state::{AccountChange, StateChanges, StateError, StateReader, StateRef};
+pub use state::{AccountChange, StateChanges, StateDb, StateError, StateReader, StateRef};
 pub use view::{ChainHead, ChainView, StoredBlock, TxLocation};
 
 use std::sync::Arc;

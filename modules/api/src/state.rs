@@ -1,8 +1,10 @@
 //! State access for modules: a read-only revm database for "the state after block N", and
 //! the change set a module hands back to have a state root computed.
 
-use alloy::primitives::{Address, U256};
-use revm::{database_interface::DBErrorMarker, state::AccountInfo, DatabaseRef};
+use alloy::primitives::{Address, B256, U256};
+use revm::{
+    bytecode::Bytecode, database_interface::DBErrorMarker, state::AccountInfo, DatabaseRef,
+};
 use std::collections::{BTreeMap, HashMap};
 
 /// A failure reading stored state (the database, not the request, is at fault).
@@ -19,6 +21,33 @@ impl<T: DatabaseRef<Error = StateError> + std::fmt::Debug + Send + Sync> StateRe
 
 /// State after one stored block. Reads are consistent: they come from one database snapshot.
 pub type StateRef = Box<dyn StateReader>;
+
+/// A [`StateRef`] as a sized revm database, to put under a `CacheDB` (revm's database traits
+/// are not implemented for boxed trait objects).
+pub struct StateDb(pub StateRef);
+
+impl std::fmt::Debug for StateDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateDb")
+    }
+}
+
+impl DatabaseRef for StateDb {
+    type Error = StateError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
+        self.0.basic_ref(address)
+    }
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
+        self.0.code_by_hash_ref(code_hash)
+    }
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
+        self.0.storage_ref(address, index)
+    }
+    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
+        self.0.block_hash_ref(number)
+    }
+}
 
 /// How one account differs from the base state.
 #[derive(Debug, Clone, Default)]

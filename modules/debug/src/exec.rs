@@ -15,57 +15,22 @@
 
 use std::time::Instant;
 
-use alloy::{
-    primitives::{Address, B256, U256},
-    rpc::types::trace::geth::{GethDebugTracingOptions, GethTrace, StructLog, TraceResult},
-};
+use alloy::rpc::types::trace::geth::{GethDebugTracingOptions, GethTrace, StructLog, TraceResult};
 use alloy_evm::{block::SystemCaller, EthEvmFactory, Evm, EvmFactory, FromRecoveredTx};
 use revm::{
-    bytecode::Bytecode,
     context::TxEnv,
-    context_interface::{
-        result::{EVMError, ResultAndState},
-        ContextError, ContextTr,
-    },
+    context_interface::result::{EVMError, ResultAndState},
     database::CacheDB,
-    interpreter::{
-        interpreter_types::LoopControl, CallInputs, CallOutcome, CreateInputs, CreateOutcome,
-        Interpreter,
-    },
-    state::AccountInfo,
-    DatabaseCommit, DatabaseRef, Inspector,
+    DatabaseCommit,
 };
 use revm_inspectors::tracing::{
     DebugInspector, TraceLimitBehavior, TraceLimits, TracingInspector, TracingInspectorConfig,
     TransactionContext,
 };
-use simnode_api::{ModuleContext, RpcError, RpcResult, StateError, StateRef, StoredBlock};
-
-/// The stored state after the parent block, as the read-only base under the replay's cache.
-struct StateDb(StateRef);
-
-impl std::fmt::Debug for StateDb {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StateDb")
-    }
-}
-
-impl DatabaseRef for StateDb {
-    type Error = StateError;
-
-    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
-        self.0.basic_ref(address)
-    }
-    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
-        self.0.code_by_hash_ref(code_hash)
-    }
-    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
-        self.0.storage_ref(address, index)
-    }
-    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
-        self.0.block_hash_ref(number)
-    }
-}
+use simnode_api::{
+    guard::{Abort, Guard},
+    ModuleContext, RpcError, RpcResult, StateDb, StateError, StoredBlock,
+};
 
 type Db = CacheDB<StateDb>;
 
@@ -153,7 +118,10 @@ pub(crate) fn trace_block(
 
         let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
         let (steps, nodes) = counted(&inspector);
-        let mut guard = Guard::new(budget.deadline, bytes, budget.max_bytes).counting(steps, nodes);
+        let mut guard = Guard::new(budget.deadline, bytes, budget.max_bytes).counting(
+            if steps { STEP_BYTES } else { 0 },
+            if nodes { NODE_BYTES } else { 0 },
+        );
         let res = factory
             .create_evm_with_inspector(&mut db, env.clone(), (&mut inspector, &mut guard))
             .transact(tx_env.clone());
@@ -277,117 +245,3 @@ fn settle(
 const STEP_BYTES: usize = 256;
 /// Bytes one call frame costs beyond its input and output.
 const NODE_BYTES: usize = 512;
-/// How many opcodes run between two looks at the clock.
-const CLOCK_EVERY: u32 = 2048;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Abort {
-    Deadline,
-    TraceTooLarge,
-}
-
-/// Stops a transaction at the deadline or when the request's trace grows past its bound
-/// (revm's external-error path: the context error is set and the interpreter halts).
-#[derive(Debug)]
-struct Guard {
-    deadline: Instant,
-    until_clock: u32,
-    count_steps: bool,
-    count_nodes: bool,
-    bytes: usize,
-    max_bytes: usize,
-    abort: Option<Abort>,
-}
-
-impl Guard {
-    fn new(deadline: Instant, bytes: usize, max_bytes: usize) -> Self {
-        Self {
-            deadline,
-            until_clock: 0,
-            count_steps: false,
-            count_nodes: false,
-            bytes,
-            max_bytes,
-            abort: None,
-        }
-    }
-
-    fn counting(mut self, steps: bool, nodes: bool) -> Self {
-        self.count_steps = steps;
-        self.count_nodes = nodes;
-        self
-    }
-
-    fn add(&mut self, bytes: usize) {
-        self.bytes = self.bytes.saturating_add(bytes);
-        if self.bytes > self.max_bytes && self.abort.is_none() {
-            self.abort = Some(Abort::TraceTooLarge);
-        }
-    }
-
-    fn halt_if_aborted<CTX: ContextTr>(&self, interp: &mut Interpreter, context: &mut CTX) {
-        let Some(reason) = self.abort else { return };
-        if context.error().is_ok() {
-            *context.error() = Err(ContextError::Custom(format!("trace stopped: {reason:?}")));
-        }
-        // The tracer may have halted in the same hook: replace its action rather than set a
-        // second one.
-        interp.bytecode.action().take();
-        interp.bytecode.reset_action();
-        interp.halt_fatal();
-    }
-}
-
-impl<CTX: ContextTr> Inspector<CTX> for Guard {
-    fn initialize_interp(&mut self, interp: &mut Interpreter, context: &mut CTX) {
-        self.halt_if_aborted(interp, context);
-    }
-
-    #[inline]
-    fn step(&mut self, interp: &mut Interpreter, context: &mut CTX) {
-        if self.count_steps {
-            self.add(STEP_BYTES);
-        }
-        if self.until_clock == 0 {
-            self.until_clock = CLOCK_EVERY;
-            if Instant::now() >= self.deadline && self.abort.is_none() {
-                self.abort = Some(Abort::Deadline);
-            }
-        }
-        self.until_clock -= 1;
-        if self.abort.is_some() {
-            self.halt_if_aborted(interp, context);
-        }
-    }
-
-    fn call(&mut self, _context: &mut CTX, _inputs: &mut CallInputs) -> Option<CallOutcome> {
-        if self.count_nodes {
-            self.add(NODE_BYTES);
-        }
-        None
-    }
-
-    fn call_end(&mut self, _context: &mut CTX, _inputs: &CallInputs, outcome: &mut CallOutcome) {
-        if self.count_nodes {
-            self.add(outcome.result.output.len());
-        }
-    }
-
-    fn create(&mut self, _context: &mut CTX, _inputs: &mut CreateInputs) -> Option<CreateOutcome> {
-        if self.count_nodes {
-            self.add(NODE_BYTES);
-        }
-        None
-    }
-
-    fn create_end(
-        &mut self,
-        _context: &mut CTX,
-        _inputs: &CreateInputs,
-        outcome: &mut CreateOutcome,
-    ) {
-        if self.count_nodes {
-            self.add(outcome.result.output.len());
-        }
-    }
-}

@@ -23,7 +23,7 @@
 use std::time::Instant;
 
 use alloy::{
-    primitives::{Address, B256, U256},
+    primitives::U256,
     rpc::types::{
         trace::parity::{TraceResults, TraceType},
         TransactionRequest,
@@ -31,49 +31,27 @@ use alloy::{
 };
 use alloy_evm::{eth::EthEvmContext, rpc::TryIntoTxEnv, EthEvmFactory, Evm, EvmEnv, EvmFactory};
 use revm::{
-    bytecode::Bytecode,
     context::TxEnv,
     context_interface::result::{EVMError, ResultAndState},
     database::CacheDB,
-    state::AccountInfo,
-    Database, DatabaseCommit, DatabaseRef, Inspector,
+    Database, DatabaseCommit, Inspector,
 };
 use revm_inspectors::tracing::{
+    types::{CallTraceNode, CallTraceStep},
     TraceLimitBehavior, TraceLimits as RecordLimits, TracingInspector, TracingInspectorConfig,
 };
-use simnode_api::{BlockParam, ModuleContext, RpcError, RpcResult, StateError, StateRef};
-
-use crate::{
+use simnode_api::{
     guard::{Abort, Guard},
-    params::TraceCall,
-    TraceLimits,
+    BlockParam, ModuleContext, RpcError, RpcResult, StateDb, StateError,
 };
 
-/// The stored state after a block, as the read-only base under the request's cache.
-pub(crate) struct StateDb(pub(crate) StateRef);
+use crate::{params::TraceCall, TraceLimits};
 
-impl std::fmt::Debug for StateDb {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StateDb")
-    }
-}
-
-impl DatabaseRef for StateDb {
-    type Error = StateError;
-
-    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
-        self.0.basic_ref(address)
-    }
-    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
-        self.0.code_by_hash_ref(code_hash)
-    }
-    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
-        self.0.storage_ref(address, index)
-    }
-    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
-        self.0.block_hash_ref(number)
-    }
-}
+/// Bytes one recorded vmTrace step costs beyond its byte buffers: the step itself plus its
+/// pushed stack items and the rendered instruction.
+const STEP_BYTES: usize = std::mem::size_of::<CallTraceStep>() + 64;
+/// Bytes one call node costs beyond its input and output.
+const NODE_BYTES: usize = std::mem::size_of::<CallTraceNode>();
 
 type Db = CacheDB<StateDb>;
 
@@ -171,7 +149,14 @@ impl Run<'_> {
 
         let vm_trace = trace_types.contains(&TraceType::VmTrace);
         let mut guard = Guard::new(self.deadline, self.trace_bytes, self.limits.max_trace_bytes)
-            .counting(vm_trace, !trace_types.is_empty());
+            .counting(
+                if vm_trace { STEP_BYTES } else { 0 },
+                if trace_types.is_empty() {
+                    0
+                } else {
+                    NODE_BYTES
+                },
+            );
 
         let results = if trace_types.is_empty() {
             let res = transact(&mut self.db, env, tx, &mut guard);

@@ -15,7 +15,6 @@
 //! blocking pool.
 
 mod exec;
-mod guard;
 mod params;
 
 use std::{sync::Arc, time::Duration};

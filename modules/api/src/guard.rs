@@ -1,67 +1,68 @@
-//! An inspector that stops a traced call when the request runs past its deadline or when the
-//! trace being recorded grows past its size bound.
+//! An inspector that stops an EVM run when the request runs past its deadline or when the
+//! trace being recorded beside it grows past its size bound. Shared by every module that runs
+//! user-controlled code under a tracer (trace_callMany, debug_trace*).
 //!
-//! It runs beside the [`TracingInspector`](revm_inspectors::tracing::TracingInspector), which
-//! counts the byte buffers it copies (call inputs, memory writes) against its own budget; this
-//! one counts what that budget does not see: one recorded step per executed opcode when a
-//! vmTrace is asked for, and one call node per frame. Stopping uses revm's external-error path:
-//! the context error is set and the interpreter halts, so the whole transaction returns
-//! `Err(EVMError::Custom)` at once instead of unwinding frame by frame.
+//! A tracer (revm-inspectors) counts the byte buffers it copies against its own budget; this
+//! guard counts what that budget does not see, at a cost per item the caller sets: one
+//! recorded step per executed opcode, one node per call frame. Stopping uses revm's
+//! external-error path: the context error is set and the interpreter halts, so the whole
+//! transaction returns `Err(EVMError::Custom)` at once instead of unwinding frame by frame.
 
 use std::time::Instant;
 
 use revm::{
     context_interface::{ContextError, ContextTr},
-    interpreter::{CallInputs, CallOutcome, CreateInputs, CreateOutcome, Interpreter},
+    interpreter::{
+        interpreter_types::LoopControl, CallInputs, CallOutcome, CreateInputs, CreateOutcome,
+        Interpreter,
+    },
     Inspector,
 };
-use revm_inspectors::tracing::types::{CallTraceNode, CallTraceStep};
 
-/// Bytes one recorded vmTrace step costs beyond its byte buffers: the step itself plus its
-/// pushed stack items and the rendered instruction.
-pub(crate) const STEP_BYTES: usize = std::mem::size_of::<CallTraceStep>() + 64;
-/// Bytes one call node costs beyond its input and output.
-pub(crate) const NODE_BYTES: usize = std::mem::size_of::<CallTraceNode>();
 /// How many opcodes run between two looks at the clock.
 const CLOCK_EVERY: u32 = 2048;
 
-/// Why a call was stopped.
+/// Why a run was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Abort {
+pub enum Abort {
     Deadline,
     TraceTooLarge,
 }
 
 #[derive(Debug)]
-pub(crate) struct Guard {
+pub struct Guard {
     deadline: Instant,
     until_clock: u32,
-    /// Whether every step is recorded (vmTrace) and so counts against `max_bytes`.
-    count_steps: bool,
-    /// Whether call nodes are recorded (any trace type) and so count against `max_bytes`.
-    count_nodes: bool,
+    /// Bytes counted per executed opcode (0: steps are not recorded).
+    step_cost: usize,
+    /// Bytes counted per call frame, plus its output (0: frames are not recorded).
+    node_cost: usize,
     /// Bytes counted so far in this request (carried from call to call).
-    pub(crate) bytes: usize,
+    pub bytes: usize,
     max_bytes: usize,
-    pub(crate) abort: Option<Abort>,
+    pub abort: Option<Abort>,
 }
 
 impl Guard {
-    pub(crate) fn new(deadline: Instant, bytes: usize, max_bytes: usize) -> Self {
+    /// A guard with `bytes` already used of `max_bytes`; counts nothing until
+    /// [`counting`](Self::counting) says what is recorded.
+    pub fn new(deadline: Instant, bytes: usize, max_bytes: usize) -> Self {
         Self {
             deadline,
             until_clock: 0,
-            count_steps: false,
-            count_nodes: false,
+            step_cost: 0,
+            node_cost: 0,
             bytes,
             max_bytes,
             abort: None,
         }
     }
 
-    pub(crate) fn counting(mut self, steps: bool, nodes: bool) -> Self {
-        self.count_steps = steps;
-        self.count_nodes = nodes;
+    /// Counts `step_cost` bytes per opcode and `node_cost` per frame (0 for what the tracer
+    /// beside it does not record).
+    pub fn counting(mut self, step_cost: usize, node_cost: usize) -> Self {
+        self.step_cost = step_cost;
+        self.node_cost = node_cost;
         self
     }
 
@@ -75,10 +76,12 @@ impl Guard {
     fn halt_if_aborted<CTX: ContextTr>(&self, interp: &mut Interpreter, context: &mut CTX) {
         let Some(reason) = self.abort else { return };
         if context.error().is_ok() {
-            *context.error() = Err(ContextError::Custom(format!(
-                "trace call stopped: {reason:?}"
-            )));
+            *context.error() = Err(ContextError::Custom(format!("run stopped: {reason:?}")));
         }
+        // The tracer beside this guard may have halted in the same hook: replace its action
+        // rather than set a second one (revm asserts there is at most one).
+        interp.bytecode.action().take();
+        interp.bytecode.reset_action();
         interp.halt_fatal();
     }
 }
@@ -90,8 +93,8 @@ impl<CTX: ContextTr> Inspector<CTX> for Guard {
 
     #[inline]
     fn step(&mut self, interp: &mut Interpreter, context: &mut CTX) {
-        if self.count_steps {
-            self.add(STEP_BYTES);
+        if self.step_cost > 0 {
+            self.add(self.step_cost);
         }
         if self.until_clock == 0 {
             self.until_clock = CLOCK_EVERY;
@@ -106,21 +109,21 @@ impl<CTX: ContextTr> Inspector<CTX> for Guard {
     }
 
     fn call(&mut self, _context: &mut CTX, _inputs: &mut CallInputs) -> Option<CallOutcome> {
-        if self.count_nodes {
-            self.add(NODE_BYTES);
+        if self.node_cost > 0 {
+            self.add(self.node_cost);
         }
         None
     }
 
     fn call_end(&mut self, _context: &mut CTX, _inputs: &CallInputs, outcome: &mut CallOutcome) {
-        if self.count_nodes {
+        if self.node_cost > 0 {
             self.add(outcome.result.output.len());
         }
     }
 
     fn create(&mut self, _context: &mut CTX, _inputs: &mut CreateInputs) -> Option<CreateOutcome> {
-        if self.count_nodes {
-            self.add(NODE_BYTES);
+        if self.node_cost > 0 {
+            self.add(self.node_cost);
         }
         None
     }
@@ -131,7 +134,7 @@ impl<CTX: ContextTr> Inspector<CTX> for Guard {
         _inputs: &CreateInputs,
         outcome: &mut CreateOutcome,
     ) {
-        if self.count_nodes {
+        if self.node_cost > 0 {
             self.add(outcome.result.output.len());
         }
     }
