@@ -6,6 +6,7 @@
 
 pub mod codec;
 mod proof;
+mod root_cache;
 mod state;
 pub mod trie;
 mod view;

@@ -156,7 +156,7 @@ pub fn state_root<S: StateSource>(
     })
 }
 
-fn trie_account(a: &StoredAccount) -> TrieAccount {
+pub(crate) fn trie_account(a: &StoredAccount) -> TrieAccount {
     TrieAccount {
         nonce: a.nonce,
         balance: a.balance,

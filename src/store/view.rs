@@ -126,7 +126,7 @@ impl ChainView for Store {
     }
 
     fn state_root_with(&self, base: u64, changes: &StateChanges) -> RpcResult<B256> {
-        Ok(Store::state_root_with(self, base, changes)?)
+        Ok(Store::state_root_on(self, base, changes)?)
     }
 
     fn proof(

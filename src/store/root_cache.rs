@@ -1,0 +1,710 @@
+//! State roots of blocks built on top of the head, without rebuilding the head's tries.
+//!
+//! `eth_simulateV1` computes the state root of every simulated block: the head state plus a
+//! handful of changes. [`super::trie::state_root`] rebuilds the whole account trie from every
+//! stored account and the whole storage trie of every changed account (the EIP-4788 and EIP-2935
+//! system contracts change in every block and their storage only grows), which made the root the
+//! largest cost of a simulation.
+//!
+//! Here the head state's account trie (and, lazily, the storage trie of each account a
+//! simulation changes) is built once, keeping the reference (hash or inline RLP) of the node at
+//! every path. A root with changes then walks only the paths the changes touch; every subtree
+//! without a change is answered from the cache. The roots are the real ones: the node at a path is
+//! a function of the keys under that path alone, so an unchanged subtree has the same node.
+//!
+//! The cache is keyed by the head block's hash (a reorg to another block of the same number gets
+//! its own entry) and holds the last few heads. Bases below the head take the uncached path.
+
+use std::{
+    collections::BTreeMap,
+    ops::Range,
+    sync::{Arc, Mutex, RwLock},
+};
+
+use alloy::primitives::{keccak256, map::HashMap, Address, B256, U256};
+use alloy_trie::{
+    nodes::{BranchNodeRef, ExtensionNodeRef, LeafNodeRef, RlpNode},
+    Nibbles, TrieMask, EMPTY_ROOT_HASH,
+};
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
+use simnode_api::StateChanges;
+
+#[cfg(doc)]
+use super::hashed_overlay;
+use super::{
+    codec::{hash_address, hash_slot, storage_key, StoredAccount},
+    trie::{self, EmptySource, HashedOverlay, OverlayAccount, StorageOverlay},
+    Store, StoreError, ACCOUNTS, CANONICAL, META, META_HEAD, STORAGE,
+};
+
+/// Heads kept (the current one and a few before it, for requests still running on them).
+const HEADS_KEPT: usize = 3;
+/// Storage tries larger than this are not kept (built for the request and dropped).
+const MAX_CACHED_SLOTS: usize = 200_000;
+
+/// (path bits, path length in nibbles): the nibbles of the path, the rest zero.
+type PathKey = (B256, u8);
+type NodeMap = HashMap<PathKey, RlpNode>;
+
+/// A trie over sorted leaves, with the node reference at every path the build produced.
+#[derive(Debug, Default)]
+pub(crate) struct CachedTrie {
+    keys: Vec<B256>,
+    /// RLP of each leaf's value.
+    values: Vec<Vec<u8>>,
+    nodes: NodeMap,
+    root: B256,
+}
+
+/// A change of one leaf: `None` removes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeafChange<'a> {
+    pub key: B256,
+    pub value: Option<&'a [u8]>,
+}
+
+/// A change with whether its key is a leaf of the base trie.
+#[derive(Clone, Copy)]
+struct Change<'a> {
+    key: B256,
+    value: Option<&'a [u8]>,
+    in_base: bool,
+}
+
+impl CachedTrie {
+    /// Builds the trie of `leaves` (ascending keys, unique).
+    pub(crate) fn build(leaves: Vec<(B256, Vec<u8>)>) -> Self {
+        let (keys, values): (Vec<_>, Vec<_>) = leaves.into_iter().unzip();
+        debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        let mut walk = Walk {
+            keys: &keys,
+            values: &values,
+            changes: &[],
+            cache: None,
+            record: Some(NodeMap::default()),
+            buf: Vec::with_capacity(600),
+        };
+        let root = walk.node(0, 0..keys.len(), 0..0);
+        let nodes = walk.record.take().unwrap_or_default();
+        let root = root_hash(root);
+        Self {
+            keys,
+            values,
+            nodes,
+            root,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn root(&self) -> B256 {
+        self.root
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The RLP value of leaf `key`, if there is one.
+    fn value(&self, key: &B256) -> Option<&[u8]> {
+        self.position(key).map(|i| self.values[i].as_slice())
+    }
+
+    /// Index of `key` among the leaves.
+    fn position(&self, key: &B256) -> Option<usize> {
+        self.keys.binary_search(key).ok()
+    }
+
+    /// The root with `changes` (ascending keys, unique) applied.
+    pub(crate) fn root_with(&self, changes: &[LeafChange<'_>]) -> B256 {
+        if changes.is_empty() {
+            return self.root;
+        }
+        debug_assert!(changes.windows(2).all(|w| w[0].key < w[1].key));
+        let changes: Vec<Change<'_>> = changes
+            .iter()
+            .map(|c| Change {
+                key: c.key,
+                value: c.value,
+                in_base: self.position(&c.key).is_some(),
+            })
+            .collect();
+        let mut walk = Walk {
+            keys: &self.keys,
+            values: &self.values,
+            changes: &changes,
+            cache: Some(&self.nodes),
+            record: None,
+            buf: Vec::with_capacity(600),
+        };
+        root_hash(walk.node(0, 0..self.keys.len(), 0..changes.len()))
+    }
+}
+
+fn root_hash(node: Option<RlpNode>) -> B256 {
+    match node {
+        None => EMPTY_ROOT_HASH,
+        Some(n) => n.as_hash().unwrap_or_else(|| keccak256(n.as_slice())),
+    }
+}
+
+fn nibble(key: &B256, i: usize) -> u8 {
+    let byte = key[i / 2];
+    if i % 2 == 0 {
+        byte >> 4
+    } else {
+        byte & 0x0f
+    }
+}
+
+fn path_key(key: &B256, depth: usize) -> PathKey {
+    let mut p = *key;
+    let full = depth / 2;
+    if depth % 2 == 1 {
+        p[full] &= 0xf0;
+        p[full + 1..].fill(0);
+    } else {
+        p[full..].fill(0);
+    }
+    (p, depth as u8)
+}
+
+/// Number of equal nibbles of `a` and `b` from `depth` on.
+fn common_nibbles(a: &B256, b: &B256, depth: usize) -> usize {
+    let mut n = 0;
+    while depth + n < 64 && nibble(a, depth + n) == nibble(b, depth + n) {
+        n += 1;
+    }
+    n
+}
+
+/// The sub-range of `range` where `cmp` is `Equal` (`cmp` is ascending over the range).
+fn narrow(range: Range<usize>, cmp: impl Fn(usize) -> std::cmp::Ordering) -> Range<usize> {
+    use std::cmp::Ordering;
+    let (start, end) = (range.start, range.end);
+    let lo = start + partition(end - start, |i| cmp(start + i) == Ordering::Less);
+    let hi = start + partition(end - start, |i| cmp(start + i) != Ordering::Greater);
+    lo..hi
+}
+
+/// The first `i` in `0..len` where `pred` is false (`pred` is true then false).
+fn partition(len: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+struct Walk<'a> {
+    keys: &'a [B256],
+    values: &'a [Vec<u8>],
+    changes: &'a [Change<'a>],
+    /// Nodes of the base trie (when computing with changes).
+    cache: Option<&'a NodeMap>,
+    /// Collects every node (when building the base trie).
+    record: Option<NodeMap>,
+    buf: Vec<u8>,
+}
+
+impl<'a> Walk<'a> {
+    /// Whether the change list deletes base leaf `i` (within the change range `c`).
+    fn deleted(&self, i: usize, c: &Range<usize>) -> bool {
+        let key = self.keys[i];
+        let changes = &self.changes[c.clone()];
+        match changes.binary_search_by(|ch| ch.key.cmp(&key)) {
+            Ok(j) => changes[j].value.is_none(),
+            Err(_) => false,
+        }
+    }
+
+    /// The value of a key present after the changes (base leaf or change).
+    fn first_leaf(&self, b: &Range<usize>, c: &Range<usize>) -> Option<(B256, &'a [u8])> {
+        let base = b
+            .clone()
+            .find(|&i| !self.deleted(i, c))
+            .map(|i| (self.keys[i], self.values[i].as_slice()));
+        let change = self.changes[c.clone()]
+            .iter()
+            .find_map(|ch| ch.value.map(|v| (ch.key, v)));
+        match (base, change) {
+            (Some(x), Some(y)) => Some(if y.0 <= x.0 { y } else { x }),
+            (x, y) => x.or(y),
+        }
+    }
+
+    fn last_key(&self, b: &Range<usize>, c: &Range<usize>) -> Option<B256> {
+        let base = b
+            .clone()
+            .rev()
+            .find(|&i| !self.deleted(i, c))
+            .map(|i| self.keys[i]);
+        let change = self.changes[c.clone()]
+            .iter()
+            .rev()
+            .find_map(|ch| ch.value.map(|_| ch.key));
+        match (base, change) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            (x, y) => x.or(y),
+        }
+    }
+
+    /// The node holding every key (base leaves `b`, changes `c`) under the path of length
+    /// `depth` they share; `None` when no key is left.
+    fn node(&mut self, depth: usize, b: Range<usize>, c: Range<usize>) -> Option<RlpNode> {
+        if c.is_empty() {
+            if b.is_empty() {
+                return None;
+            }
+            if let Some(cache) = self.cache {
+                if let Some(n) = cache.get(&path_key(&self.keys[b.start], depth)) {
+                    return Some(n.clone());
+                }
+            }
+        }
+        let mut count = b.len() as isize;
+        for ch in &self.changes[c.clone()] {
+            match (ch.value.is_some(), ch.in_base) {
+                (true, false) => count += 1,
+                (false, true) => count -= 1,
+                _ => {}
+            }
+        }
+        if count <= 0 {
+            return None;
+        }
+        let (first, first_value) = self.first_leaf(&b, &c)?;
+        let node = if count == 1 {
+            let rest = Nibbles::unpack(first).slice(depth..);
+            self.buf.clear();
+            LeafNodeRef::new(&rest, first_value).rlp(&mut self.buf)
+        } else {
+            let last = self.last_key(&b, &c)?;
+            let shared = common_nibbles(&first, &last, depth);
+            if shared > 0 {
+                // Keys outside the shared path can only be deleted ones; leave them out so
+                // that the ranges below stay sorted by their next nibble.
+                let path = path_key(&first, depth + shared);
+                let len = depth + shared;
+                let b2 = narrow(b.clone(), |i| path_key(&self.keys[i], len).cmp(&path));
+                let c2 = narrow(c.clone(), |i| {
+                    path_key(&self.changes[i].key, len).cmp(&path)
+                });
+                let child = self.node(depth + shared, b2, c2)?;
+                let ext = Nibbles::unpack(first).slice(depth..depth + shared);
+                self.buf.clear();
+                ExtensionNodeRef::new(&ext, &child).rlp(&mut self.buf)
+            } else {
+                let mut stack: Vec<RlpNode> = Vec::with_capacity(16);
+                let mut mask = TrieMask::default();
+                let (mut bi, mut ci) = (b.start, c.start);
+                for n in 0..16u8 {
+                    let bj = bi + self.keys[bi..b.end].partition_point(|k| nibble(k, depth) <= n);
+                    let cj = ci
+                        + self.changes[ci..c.end].partition_point(|ch| nibble(&ch.key, depth) <= n);
+                    if bi < bj || ci < cj {
+                        if let Some(child) = self.node(depth + 1, bi..bj, ci..cj) {
+                            stack.push(child);
+                            mask.set_bit(n);
+                        }
+                    }
+                    bi = bj;
+                    ci = cj;
+                }
+                self.buf.clear();
+                BranchNodeRef::new(&stack, mask).rlp(&mut self.buf)
+            }
+        };
+        if let Some(record) = &mut self.record {
+            if !b.is_empty() {
+                record.insert(path_key(&self.keys[b.start], depth), node.clone());
+            }
+        }
+        Some(node)
+    }
+}
+
+/// What every simulation on one head shares.
+#[derive(Debug)]
+struct HeadTries {
+    hash: B256,
+    accounts: CachedTrie,
+    /// The stored account of each leaf of `accounts`, same order.
+    stored: Vec<StoredAccount>,
+    /// Storage tries by hashed address, built when a simulation first changes the account.
+    storage: RwLock<HashMap<B256, Arc<CachedTrie>>>,
+}
+
+impl HeadTries {
+    fn account(&self, hashed: &B256) -> Option<StoredAccount> {
+        self.accounts.position(hashed).map(|i| self.stored[i])
+    }
+}
+
+static HEADS: Mutex<Vec<Arc<HeadTries>>> = Mutex::new(Vec::new());
+
+fn cached_head(hash: &B256) -> Option<Arc<HeadTries>> {
+    let heads = HEADS.lock().unwrap_or_else(|e| e.into_inner());
+    heads.iter().find(|h| h.hash == *hash).cloned()
+}
+
+fn keep_head(head: Arc<HeadTries>) -> Arc<HeadTries> {
+    let mut heads = HEADS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(existing) = heads.iter().find(|h| h.hash == head.hash) {
+        return existing.clone();
+    }
+    if heads.len() >= HEADS_KEPT {
+        heads.remove(0);
+    }
+    heads.push(head.clone());
+    head
+}
+
+fn account_leaf(acc: &StoredAccount) -> Vec<u8> {
+    alloy::rlp::encode(trie::trie_account(acc))
+}
+
+fn storage_leaf(value: &U256) -> Vec<u8> {
+    alloy::rlp::encode(value)
+}
+
+impl Store {
+    /// The state root of the state after block `base` with `changes` on top; the same as
+    /// [`Store::state_root_with`], answered from the cached tries of the head when `base` is
+    /// the head.
+    pub fn state_root_on(&self, base: u64, changes: &StateChanges) -> Result<B256, StoreError> {
+        let tx = self.db().begin_read()?;
+        let head = tx
+            .open_table(META)?
+            .get(META_HEAD)?
+            .map(|v| v.value())
+            .unwrap_or(0);
+        if head != base {
+            drop(tx);
+            return self.state_root_with(base, changes);
+        }
+        let Some(hash) = tx
+            .open_table(CANONICAL)?
+            .get(base)?
+            .map(|v| B256::from_slice(v.value()))
+        else {
+            drop(tx);
+            return self.state_root_with(base, changes);
+        };
+        let tries = match cached_head(&hash) {
+            Some(t) => t,
+            None => keep_head(Arc::new(build_head(&tx, hash)?)),
+        };
+        root_with_changes(&tx, &tries, changes)
+    }
+}
+
+fn build_head(tx: &ReadTransaction, hash: B256) -> Result<HeadTries, StoreError> {
+    let table = tx.open_table(ACCOUNTS)?;
+    let mut leaves = Vec::new();
+    let mut stored = Vec::new();
+    for entry in table.iter()? {
+        let (k, v) = entry?;
+        let acc = StoredAccount::decode(v.value())
+            .ok_or_else(|| StoreError::Corrupt("account entry".into()))?;
+        leaves.push((B256::from_slice(k.value()), account_leaf(&acc)));
+        stored.push(acc);
+    }
+    Ok(HeadTries {
+        hash,
+        accounts: CachedTrie::build(leaves),
+        stored,
+        storage: RwLock::new(HashMap::default()),
+    })
+}
+
+fn build_storage(tx: &ReadTransaction, hashed: &B256) -> Result<CachedTrie, StoreError> {
+    let table = tx.open_table(STORAGE)?;
+    let start = storage_key(hashed, &B256::ZERO);
+    let end = storage_key(hashed, &B256::repeat_byte(0xff));
+    let mut leaves = Vec::new();
+    for entry in table.range(start.as_slice()..=end.as_slice())? {
+        let (k, v) = entry?;
+        leaves.push((
+            B256::from_slice(&k.value()[32..]),
+            storage_leaf(&U256::from_be_slice(v.value())),
+        ));
+    }
+    Ok(CachedTrie::build(leaves))
+}
+
+fn storage_trie(
+    tx: &ReadTransaction,
+    tries: &HeadTries,
+    hashed: &B256,
+) -> Result<Arc<CachedTrie>, StoreError> {
+    if let Some(t) = tries
+        .storage
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(hashed)
+    {
+        return Ok(t.clone());
+    }
+    let built = Arc::new(build_storage(tx, hashed)?);
+    if built.len() <= MAX_CACHED_SLOTS {
+        let mut map = tries.storage.write().unwrap_or_else(|e| e.into_inner());
+        return Ok(map.entry(*hashed).or_insert(built).clone());
+    }
+    Ok(built)
+}
+
+fn storage_root_on(
+    tx: &ReadTransaction,
+    tries: &HeadTries,
+    hashed: &B256,
+    overlay: &StorageOverlay,
+) -> Result<B256, StoreError> {
+    if overlay.wiped {
+        return Ok(match trie::storage_root(&EmptySource, hashed, overlay) {
+            Ok(root) => root,
+            Err(never) => match never {},
+        });
+    }
+    // An account that does not exist at the head has no storage there.
+    if tries.account(hashed).is_none() {
+        return Ok(match trie::storage_root(&EmptySource, hashed, overlay) {
+            Ok(root) => root,
+            Err(never) => match never {},
+        });
+    }
+    let trie = storage_trie(tx, tries, hashed)?;
+    // Simulations report every slot they read; only those that differ from the head matter.
+    let values: Vec<(B256, Option<Vec<u8>>)> = overlay
+        .slots
+        .iter()
+        .map(|(k, v)| (*k, (!v.is_zero()).then(|| storage_leaf(v))))
+        .filter(|(k, v)| trie.value(k) != v.as_deref())
+        .collect();
+    let changes: Vec<LeafChange<'_>> = values
+        .iter()
+        .map(|(k, v)| LeafChange {
+            key: *k,
+            value: v.as_deref(),
+        })
+        .collect();
+    Ok(trie.root_with(&changes))
+}
+
+/// Remembered keccak hashes of addresses and slots: simulations on one head keep changing the
+/// same few (senders, system contracts and their ring-buffer slots).
+struct HashMemo {
+    addresses: HashMap<Address, B256>,
+    slots: HashMap<U256, B256>,
+}
+
+const MEMO_LIMIT: usize = 65_536;
+
+static MEMO: Mutex<Option<HashMemo>> = Mutex::new(None);
+
+/// [`hashed_overlay`], with the hashes from the memo.
+fn hashed_overlay_memo(changes: &StateChanges) -> HashedOverlay {
+    let mut guard = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    let memo = guard.get_or_insert_with(|| HashMemo {
+        addresses: HashMap::default(),
+        slots: HashMap::default(),
+    });
+    if memo.addresses.len() > MEMO_LIMIT {
+        memo.addresses.clear();
+    }
+    if memo.slots.len() > MEMO_LIMIT {
+        memo.slots.clear();
+    }
+    let mut overlay = HashedOverlay::default();
+    for (address, change) in changes {
+        let hashed = *memo
+            .addresses
+            .entry(*address)
+            .or_insert_with(|| hash_address(address));
+        overlay.accounts.insert(
+            hashed,
+            change.info.as_ref().map(|i| OverlayAccount {
+                nonce: i.nonce,
+                balance: i.balance,
+                code_hash: i.code_hash,
+                storage_root: None,
+            }),
+        );
+        if change.wipe_storage || !change.storage.is_empty() {
+            let slots = change
+                .storage
+                .iter()
+                .map(|(k, v)| (*memo.slots.entry(*k).or_insert_with(|| hash_slot(k)), *v))
+                .collect();
+            overlay.storage.insert(
+                hashed,
+                StorageOverlay {
+                    wiped: change.wipe_storage,
+                    slots,
+                },
+            );
+        }
+    }
+    overlay
+}
+
+fn root_with_changes(
+    tx: &ReadTransaction,
+    tries: &HeadTries,
+    changes: &StateChanges,
+) -> Result<B256, StoreError> {
+    let overlay = hashed_overlay_memo(changes);
+    let mut storage_roots: BTreeMap<B256, B256> = BTreeMap::new();
+    for (hashed, slots) in &overlay.storage {
+        storage_roots.insert(*hashed, storage_root_on(tx, tries, hashed, slots)?);
+    }
+    // The same resolution as `trie::state_root`, with the head's accounts from the cache.
+    let mut resolved: BTreeMap<B256, Option<StoredAccount>> = BTreeMap::new();
+    for (hashed, account) in &overlay.accounts {
+        let value = account.map(|a| {
+            let root = match (storage_roots.get(hashed), a.storage_root) {
+                (Some(root), _) => *root,
+                (None, Some(root)) => root,
+                (None, None) => tries
+                    .account(hashed)
+                    .map_or(EMPTY_ROOT_HASH, |s| s.storage_root),
+            };
+            StoredAccount {
+                nonce: a.nonce,
+                balance: a.balance,
+                code_hash: a.code_hash,
+                storage_root: root,
+            }
+        });
+        resolved.insert(*hashed, value);
+    }
+    for (hashed, root) in &storage_roots {
+        if !resolved.contains_key(hashed) {
+            if let Some(mut acc) = tries.account(hashed) {
+                acc.storage_root = *root;
+                resolved.insert(*hashed, Some(acc));
+            }
+        }
+    }
+    // Accounts that were only touched (system calls, reads) keep their leaf.
+    let values: Vec<(B256, Option<Vec<u8>>)> = resolved
+        .iter()
+        .filter(|(k, v)| tries.account(k) != **v)
+        .map(|(k, v)| (*k, v.as_ref().map(account_leaf)))
+        .collect();
+    let leaf_changes: Vec<LeafChange<'_>> = values
+        .iter()
+        .map(|(k, v)| LeafChange {
+            key: *k,
+            value: v.as_deref(),
+        })
+        .collect();
+    Ok(tries.accounts.root_with(&leaf_changes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_trie::HashBuilder;
+
+    fn reference_root(leaves: &BTreeMap<B256, Vec<u8>>) -> B256 {
+        let mut hb = HashBuilder::default();
+        for (k, v) in leaves {
+            hb.add_leaf(Nibbles::unpack(k), v);
+        }
+        hb.root()
+    }
+
+    /// A small deterministic generator (xorshift).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn key(&mut self, shared_prefix: &[u8]) -> B256 {
+            let mut k = keccak256(self.next().to_be_bytes());
+            // Some keys share long prefixes, to exercise extensions.
+            if self.next() % 3 == 0 {
+                let n = shared_prefix.len().min((self.next() % 32) as usize);
+                k[..n].copy_from_slice(&shared_prefix[..n]);
+            }
+            k
+        }
+        fn value(&mut self) -> Vec<u8> {
+            // Short values make small (inline) nodes possible.
+            let len = 1 + (self.next() % 70) as usize;
+            (0..len).map(|_| self.next() as u8).collect()
+        }
+    }
+
+    #[test]
+    fn roots_with_changes_match_a_full_rebuild() {
+        let prefix = [0xabu8; 32];
+        let mut rng = Rng(0x9e3779b97f4a7c15);
+        for round in 0..300 {
+            let size = match round % 5 {
+                0 => 0,
+                1 => 1,
+                2 => 2 + (rng.next() % 5) as usize,
+                _ => (rng.next() % 300) as usize,
+            };
+            let mut base: BTreeMap<B256, Vec<u8>> = BTreeMap::new();
+            while base.len() < size {
+                base.insert(rng.key(&prefix), rng.value());
+            }
+            let trie = CachedTrie::build(base.iter().map(|(k, v)| (*k, v.clone())).collect());
+            assert_eq!(trie.root(), reference_root(&base), "round {round}: base");
+            for _ in 0..5 {
+                let mut changes: BTreeMap<B256, Option<Vec<u8>>> = BTreeMap::new();
+                let n = (rng.next() % 12) as usize;
+                let existing: Vec<B256> = base.keys().copied().collect();
+                for _ in 0..n {
+                    let pick = rng.next() % 4;
+                    if pick < 2 && !existing.is_empty() {
+                        let k = existing[(rng.next() as usize) % existing.len()];
+                        changes.insert(k, (pick == 0).then(|| rng.value()));
+                    } else if pick == 2 {
+                        changes.insert(rng.key(&prefix), Some(rng.value()));
+                    } else {
+                        // Deleting a key that is not there changes nothing.
+                        changes.insert(rng.key(&prefix), None);
+                    }
+                }
+                // Sometimes delete almost everything.
+                if rng.next() % 10 == 0 {
+                    for k in existing.iter().skip(1) {
+                        changes.insert(*k, None);
+                    }
+                }
+                let mut after = base.clone();
+                for (k, v) in &changes {
+                    match v {
+                        Some(v) => after.insert(*k, v.clone()),
+                        None => after.remove(k),
+                    };
+                }
+                let list: Vec<LeafChange<'_>> = changes
+                    .iter()
+                    .map(|(k, v)| LeafChange {
+                        key: *k,
+                        value: v.as_deref(),
+                    })
+                    .collect();
+                assert_eq!(
+                    trie.root_with(&list),
+                    reference_root(&after),
+                    "round {round}: {} base leaves, {} changes",
+                    base.len(),
+                    list.len()
+                );
+            }
+        }
+    }
+}
