@@ -2,7 +2,10 @@
 //! with every simulated write kept in memory (a revm `CacheDB`) and the hashes of the blocks
 //! simulated so far answering `BLOCKHASH`.
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, RwLock},
+};
 
 use alloy::primitives::{Address, B256, U256};
 use revm::{
@@ -13,6 +16,53 @@ use revm::{
 };
 use simnode_api::{AccountChange, ChainView, StateChanges, StateError, StateRef};
 
+/// Bases whose reads are kept (the head and a few before it).
+const BASES_KEPT: usize = 3;
+/// Entries kept per base, accounts and slots together; past this, reads go to the store.
+const MAX_ENTRIES_PER_BASE: usize = 500_000;
+/// Bytecodes kept (analysed, by code hash).
+const MAX_CODES: usize = 4096;
+
+/// Reads of one base state, shared by every simulation on it: the system contracts, the
+/// senders and the contracts that requests keep touching are then read from the store once per
+/// base block instead of once per request. Keyed by the base block's hash, so that a new head or
+/// a reorg starts afresh; the state after a block never changes, so entries never go stale.
+#[derive(Debug)]
+struct SharedReads {
+    hash: B256,
+    accounts: RwLock<HashMap<Address, Option<AccountInfo>>>,
+    storage: RwLock<HashMap<(Address, U256), U256>>,
+}
+
+impl SharedReads {
+    fn full(&self) -> bool {
+        let accounts = self.accounts.read().map_or(0, |m| m.len());
+        let slots = self.storage.read().map_or(0, |m| m.len());
+        accounts + slots >= MAX_ENTRIES_PER_BASE
+    }
+}
+
+static SHARED: Mutex<Vec<Arc<SharedReads>>> = Mutex::new(Vec::new());
+/// Bytecode by code hash: the same for every base, and analysed once.
+static CODES: RwLock<Option<HashMap<B256, Bytecode>>> = RwLock::new(None);
+
+fn shared_reads(hash: B256) -> Arc<SharedReads> {
+    let mut bases = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = bases.iter().find(|b| b.hash == hash) {
+        return b.clone();
+    }
+    if bases.len() >= BASES_KEPT {
+        bases.remove(0);
+    }
+    let b = Arc::new(SharedReads {
+        hash,
+        accounts: RwLock::new(HashMap::new()),
+        storage: RwLock::new(HashMap::new()),
+    });
+    bases.push(b.clone());
+    b
+}
+
 /// Read-only base of a simulation.
 pub struct BaseDb {
     state: StateRef,
@@ -20,6 +70,9 @@ pub struct BaseDb {
     base: u64,
     /// Hashes of the simulated blocks `base + 1 ..`, in order.
     simulated: Vec<B256>,
+    /// Reads shared with the other simulations on the same base block (`None` when the state
+    /// could not be tied to the base block's hash).
+    shared: Option<Arc<SharedReads>>,
 }
 
 impl std::fmt::Debug for BaseDb {
@@ -29,12 +82,17 @@ impl std::fmt::Debug for BaseDb {
 }
 
 impl BaseDb {
-    pub fn new(state: StateRef, chain: Arc<dyn ChainView>, base: u64) -> Self {
+    /// `base_hash` is the hash of block `base` as the request resolved it; reads are shared
+    /// with other requests only when the state snapshot has that same block at `base`.
+    pub fn new(state: StateRef, chain: Arc<dyn ChainView>, base: u64, base_hash: B256) -> Self {
+        let same_block = matches!(state.block_hash_ref(base), Ok(h) if h == base_hash);
+        let shared = same_block.then(|| shared_reads(base_hash));
         Self {
             state,
             chain,
             base,
             simulated: Vec::new(),
+            shared,
         }
     }
 
@@ -48,15 +106,66 @@ impl DatabaseRef for BaseDb {
     type Error = StateError;
 
     fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Self::Error> {
-        self.state.basic_ref(address)
+        let Some(shared) = &self.shared else {
+            return self.state.basic_ref(address);
+        };
+        if let Some(hit) = shared
+            .accounts
+            .read()
+            .ok()
+            .and_then(|m| m.get(&address).cloned())
+        {
+            return Ok(hit);
+        }
+        let info = self.state.basic_ref(address)?;
+        if !shared.full() {
+            if let Ok(mut m) = shared.accounts.write() {
+                m.insert(address, info.clone());
+            }
+        }
+        Ok(info)
     }
 
     fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, Self::Error> {
-        self.state.code_by_hash_ref(code_hash)
+        if let Some(hit) = CODES
+            .read()
+            .ok()
+            .and_then(|m| m.as_ref().and_then(|m| m.get(&code_hash).cloned()))
+        {
+            return Ok(hit);
+        }
+        let code = self.state.code_by_hash_ref(code_hash)?;
+        // Only code that is there: a missing entry may still be written by a later block.
+        if !code.is_empty() {
+            if let Ok(mut m) = CODES.write() {
+                let m = m.get_or_insert_with(HashMap::new);
+                if m.len() < MAX_CODES {
+                    m.insert(code_hash, code.clone());
+                }
+            }
+        }
+        Ok(code)
     }
 
     fn storage_ref(&self, address: Address, index: U256) -> Result<U256, Self::Error> {
-        self.state.storage_ref(address, index)
+        let Some(shared) = &self.shared else {
+            return self.state.storage_ref(address, index);
+        };
+        if let Some(hit) = shared
+            .storage
+            .read()
+            .ok()
+            .and_then(|m| m.get(&(address, index)).copied())
+        {
+            return Ok(hit);
+        }
+        let value = self.state.storage_ref(address, index)?;
+        if !shared.full() {
+            if let Ok(mut m) = shared.storage.write() {
+                m.insert((address, index), value);
+            }
+        }
+        Ok(value)
     }
 
     fn block_hash_ref(&self, number: u64) -> Result<B256, Self::Error> {
@@ -75,7 +184,11 @@ impl DatabaseRef for BaseDb {
 pub type SimDb = CacheDB<BaseDb>;
 
 /// Everything the simulation changed against the base state, for the state root.
+///
+/// The cache also holds what was only read (slots, and accounts touched by system calls with
+/// nothing changed); those are left out, so that the state root rehashes only real changes.
 pub fn collect_changes(db: &SimDb) -> StateChanges {
+    let base = &db.db;
     let mut changes = StateChanges::with_capacity(db.cache.accounts.len());
     for (address, account) in &db.cache.accounts {
         let (wipe_storage, exists) = match account.account_state {
@@ -85,20 +198,48 @@ pub fn collect_changes(db: &SimDb) -> StateChanges {
             AccountState::Touched => (false, true),
             AccountState::StorageCleared => (true, true),
         };
-        let storage: std::collections::BTreeMap<U256, U256> =
-            account.storage.iter().map(|(k, v)| (*k, *v)).collect();
         // EIP-161: an empty account is removed, unless storage was given to it explicitly.
-        let empty = account.info.is_empty() && storage.values().all(|v| v.is_zero());
+        let empty = account.info.is_empty() && account.storage.values().all(|v| v.is_zero());
         let info = (exists && !empty).then(|| account.info.clone());
+        let base_info = base.basic_ref(*address);
+        if info.is_none() {
+            // Removing an account the base does not have changes nothing.
+            if matches!(base_info, Ok(None)) {
+                continue;
+            }
+            changes.insert(
+                *address,
+                AccountChange {
+                    wipe_storage: true,
+                    storage: Default::default(),
+                    info,
+                },
+            );
+            continue;
+        }
+        let storage: std::collections::BTreeMap<U256, U256> = if wipe_storage {
+            account.storage.iter().map(|(k, v)| (*k, *v)).collect()
+        } else {
+            account
+                .storage
+                .iter()
+                .filter(|(k, v)| !matches!(base.storage_ref(*address, **k), Ok(b) if b == **v))
+                .map(|(k, v)| (*k, *v))
+                .collect()
+        };
+        if !wipe_storage && storage.is_empty() {
+            let unchanged = matches!(&base_info, Ok(Some(b)) if b.nonce == account.info.nonce
+                && b.balance == account.info.balance
+                && b.code_hash == account.info.code_hash);
+            if unchanged {
+                continue;
+            }
+        }
         changes.insert(
             *address,
             AccountChange {
-                wipe_storage: wipe_storage || info.is_none(),
-                storage: if info.is_some() {
-                    storage
-                } else {
-                    Default::default()
-                },
+                wipe_storage,
+                storage,
                 info,
             },
         );

@@ -125,7 +125,12 @@ impl Simulation<'_> {
         let plan = plan_chain(&base, payload.block_state_calls, max_blocks)?;
 
         let state = ctx.chain.state_at(base_number)?;
-        let mut db = SimDb::new(BaseDb::new(state, ctx.chain.clone(), base_number));
+        let mut db = SimDb::new(BaseDb::new(
+            state,
+            ctx.chain.clone(),
+            base_number,
+            base.hash(),
+        ));
         let mut inspector = SimInspector::new(payload.trace_transfers, deadline);
         let mut run = Runner {
             spec: &ctx.spec,
