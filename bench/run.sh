@@ -19,7 +19,8 @@
 #   BENCH_DURATION      seconds per wrk run                     (default: 8)
 #   BENCH_CONNS         connection counts                       (default: "1 16")
 #   BENCH_DEV_CASES     cases on simnode --dev and anvil        (default: see below)
-#   BENCH_HIVE_CASES    cases on the execution-apis chain, simnode only (default: see below)
+#   BENCH_HIVE_CASES    cases on the execution-apis chain, simnode only (default: see below; set but
+#                       empty: none, and the execution-apis node is not started)
 #   BENCH_TOOLS         npm tools cache                         (default: target/bench-tools)
 #   BENCH_OUT           where logs, payloads and wrk outputs go (default: target/bench-out/<date>)
 #   BENCH_RESULTS       also write the markdown report to this file
@@ -33,8 +34,8 @@ EAPIS="${BENCH_EXECUTION_APIS:-$SHARED/conformance/execution-apis}"
 TRACE_PAYLOADS="${BENCH_TRACE_PAYLOADS:-$ROOT/modules/trace/bench}"
 DUR="${BENCH_DURATION:-8}"
 read -r -a CONNS <<< "${BENCH_CONNS:-1 16}"
-DEV_CASES="${BENCH_DEV_CASES:-e_blockNumber a_simulate_transfer b_simulate_trace3 d_getBlockReceipts50 c_trace_callMany2}"
-HIVE_CASES="${BENCH_HIVE_CASES:-hive_trace_callMany2_statediff hive_trace_callMany10_statediff hive_trace_callMany_nested3 hive_getBlockReceipts_block2}"
+DEV_CASES="${BENCH_DEV_CASES-e_blockNumber a_simulate_transfer b_simulate_trace3 d_getBlockReceipts50 c_trace_callMany2}"
+HIVE_CASES="${BENCH_HIVE_CASES-hive_trace_callMany2_statediff hive_trace_callMany10_statediff hive_trace_callMany_nested3 hive_getBlockReceipts_block2}"
 TOOLS="${BENCH_TOOLS:-$ROOT/target/bench-tools}"
 OUT="${BENCH_OUT:-$ROOT/target/bench-out/$(date +%Y%m%d-%H%M%S)}"
 SIMNODE="$ROOT/target/release/simnode"
@@ -130,6 +131,8 @@ log "anvil on $AV_URL"
 "$ANVIL" --host 127.0.0.1 --port "$AV_PORT" --chain-id 1337 --silent > "$OUT/anvil.log" 2>&1 &
 AV_PID=$!; PIDS+=("$AV_PID")
 
+HV_PID=""
+if [ -n "$HIVE_CASES" ]; then
 log "importing the execution-apis chain for the hive_* cases"
 rm -rf "$OUT/simnode-hive-datadir"
 "$SIMNODE" import --chain "$EAPIS/genesis.json" --datadir "$OUT/simnode-hive-datadir" "$EAPIS/chain.rlp" \
@@ -140,11 +143,14 @@ node -e "console.log(require('crypto').randomBytes(32).toString('hex'))" > "$OUT
   --authrpc.jwtsecret "$OUT/jwt.hex" --api-key "$API_KEY" --rpc.rate-limit 0 --rpc.rate-burst 1000000000 \
   > "$OUT/simnode-hive.log" 2>&1 &
 HV_PID=$!; PIDS+=("$HV_PID")
+fi
 
 wait_rpc "simnode --dev" "$SN_PID" "$SN_URL"
 wait_rpc anvil "$AV_PID" "$AV_URL"
-wait_rpc "simnode (execution-apis chain)" "$HV_PID" "$HV_URL"
-node "$ROOT/bench/setup.js" fcu "http://127.0.0.1:$HV_AUTH" "$OUT/jwt.hex" "$EAPIS/headfcu.json" >&2
+if [ -n "$HIVE_CASES" ]; then
+  wait_rpc "simnode (execution-apis chain)" "$HV_PID" "$HV_URL"
+  node "$ROOT/bench/setup.js" fcu "http://127.0.0.1:$HV_AUTH" "$OUT/jwt.hex" "$EAPIS/headfcu.json" >&2
+fi
 
 log "preparing state on anvil and simnode"
 node "$ROOT/bench/setup.js" state "$AV_URL" "$KIT" "$OUT/state-anvil.json" anvil >&2
@@ -218,7 +224,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 ELAPSED=$(( $(date +%s) - START ))
 
 hwm() { awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
-RSS_SN=$(hwm "$SN_PID"); RSS_AV=$(hwm "$AV_PID"); RSS_HV=$(hwm "$HV_PID")
+RSS_SN=$(hwm "$SN_PID"); RSS_AV=$(hwm "$AV_PID"); RSS_HV=$([ -n "$HV_PID" ] && hwm "$HV_PID" || echo -)
 
 # ---------------------------------------------------------------------------------------------
 # report
