@@ -337,7 +337,16 @@ struct HeadTries {
     stored: Vec<StoredAccount>,
     /// Storage tries by hashed address, built when a simulation first changes the account.
     storage: RwLock<HashMap<B256, Arc<CachedTrie>>>,
+    /// Recent storage roots by account and exact slot changes: the system contracts get the
+    /// same writes in every simulation on this head that keeps the default block fields.
+    storage_roots: Mutex<HashMap<B256, Vec<(SlotChanges, B256)>>>,
 }
+
+/// Hashed slot -> RLP of the new value (`None`: deleted), ascending.
+type SlotChanges = Vec<(B256, Option<Vec<u8>>)>;
+
+/// Roots remembered per account.
+const ROOTS_PER_ACCOUNT: usize = 8;
 
 impl HeadTries {
     fn account(&self, hashed: &B256) -> Option<StoredAccount> {
@@ -419,6 +428,7 @@ fn build_head(tx: &ReadTransaction, hash: B256) -> Result<HeadTries, StoreError>
         accounts: CachedTrie::build(leaves),
         stored,
         storage: RwLock::new(HashMap::default()),
+        storage_roots: Mutex::new(HashMap::default()),
     })
 }
 
@@ -485,6 +495,15 @@ fn storage_root_on(
         .map(|(k, v)| (*k, (!v.is_zero()).then(|| storage_leaf(v))))
         .filter(|(k, v)| trie.value(k) != v.as_deref())
         .collect();
+    if let Some(root) = tries
+        .storage_roots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(hashed)
+        .and_then(|seen| seen.iter().find(|(c, _)| *c == values).map(|(_, r)| *r))
+    {
+        return Ok(root);
+    }
     let changes: Vec<LeafChange<'_>> = values
         .iter()
         .map(|(k, v)| LeafChange {
@@ -492,7 +511,19 @@ fn storage_root_on(
             value: v.as_deref(),
         })
         .collect();
-    Ok(trie.root_with(&changes))
+    let root = trie.root_with(&changes);
+    let mut memo = tries
+        .storage_roots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if memo.len() < MEMO_LIMIT && values.len() <= 16 {
+        let seen = memo.entry(*hashed).or_default();
+        if seen.len() >= ROOTS_PER_ACCOUNT {
+            seen.remove(0);
+        }
+        seen.push((values, root));
+    }
+    Ok(root)
 }
 
 /// Remembered keccak hashes of addresses and slots: simulations on one head keep changing the

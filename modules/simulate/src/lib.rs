@@ -15,7 +15,7 @@ pub mod types;
 use std::time::Instant;
 
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, Methods};
-use serde_json::Value;
+use serde_json::{value::RawValue, Value};
 use simnode_api::{BlockParam, ModuleContext, RpcError};
 
 pub use inspector::{TRANSFER_EVENT_TOPIC, TRANSFER_LOG_EMITTER};
@@ -30,7 +30,7 @@ pub trait SimulateApi {
         &self,
         payload: SimulatePayload,
         block: Option<BlockParam>,
-    ) -> JsonRpcResult<Vec<Value>>;
+    ) -> JsonRpcResult<Vec<Box<RawValue>>>;
 }
 
 /// The `eth_simulateV1` handler.
@@ -51,6 +51,19 @@ impl Simulate {
         block: BlockParam,
         started: Instant,
     ) -> Result<Vec<Value>, RpcError> {
+        self.simulate_raw(payload, block, started)?
+            .iter()
+            .map(|b| serde_json::from_str(b.get()).map_err(RpcError::internal))
+            .collect()
+    }
+
+    /// Runs a simulation on the calling thread; each block as JSON text.
+    pub fn simulate_raw(
+        &self,
+        payload: SimulatePayload,
+        block: BlockParam,
+        started: Instant,
+    ) -> Result<Vec<Box<RawValue>>, RpcError> {
         simulate::Simulation {
             ctx: &self.ctx,
             payload,
@@ -67,12 +80,12 @@ impl SimulateApiServer for Simulate {
         &self,
         payload: SimulatePayload,
         block: Option<BlockParam>,
-    ) -> JsonRpcResult<Vec<Value>> {
+    ) -> JsonRpcResult<Vec<Box<RawValue>>> {
         let started = Instant::now();
         let this = self.clone();
         let block = block.unwrap_or_default();
         let result =
-            tokio::task::spawn_blocking(move || this.simulate_blocking(payload, block, started))
+            tokio::task::spawn_blocking(move || this.simulate_raw(payload, block, started))
                 .await
                 .map_err(|e| RpcError::internal(format!("simulation task failed: {e}")))?;
         Ok(result?)

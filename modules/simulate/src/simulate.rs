@@ -39,7 +39,7 @@ use revm::{
     Context, Database, DatabaseCommit, MainContext,
 };
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use simnode_api::{
     error::SimulateCode, BlockParam, ChainSpec, ChainView, ModuleContext, RpcError, RpcResult,
 };
@@ -87,6 +87,14 @@ struct CallError {
     data: Option<Bytes>,
 }
 
+/// A simulated block as `eth_simulateV1` returns it: the block's fields and `calls`.
+#[derive(Serialize)]
+struct SimulatedBlockJson<'a, B: Serialize> {
+    #[serde(flatten)]
+    block: &'a B,
+    calls: &'a [CallResult],
+}
+
 /// Options of one request.
 pub struct Simulation<'a> {
     pub ctx: &'a ModuleContext,
@@ -97,7 +105,9 @@ pub struct Simulation<'a> {
 }
 
 impl Simulation<'_> {
-    pub fn run(self) -> RpcResult<Vec<Value>> {
+    /// Runs the simulation; each block is its JSON text (serialized once, not built as a
+    /// `Value` tree and serialized again).
+    pub fn run(self) -> RpcResult<Vec<Box<RawValue>>> {
         let ctx = self.ctx;
         let limits = &ctx.limits;
         let deadline = self.started + limits.evm_timeout;
@@ -271,7 +281,7 @@ impl Runner<'_> {
         parent_hash: B256,
         db: &mut SimDb,
         inspector: &mut SimInspector,
-    ) -> RpcResult<(Header, B256, Value)> {
+    ) -> RpcResult<(Header, B256, Box<RawValue>)> {
         let spec = self.spec.as_ref();
         let PlannedBlock {
             number,
@@ -707,7 +717,7 @@ impl Runner<'_> {
         txs: Vec<(TxEnvelope, Address)>,
         executed: Vec<ExecutedCall>,
         withdrawals: Option<Withdrawals>,
-    ) -> RpcResult<Value> {
+    ) -> RpcResult<Box<RawValue>> {
         let transactions = if self.full_tx {
             BlockTransactions::Full(
                 txs.into_iter()
@@ -746,7 +756,6 @@ impl Runner<'_> {
             transactions,
             withdrawals,
         };
-        let mut json = serde_json::to_value(&block).map_err(RpcError::internal)?;
         let calls: Vec<CallResult> = executed
             .into_iter()
             .enumerate()
@@ -769,13 +778,11 @@ impl Runner<'_> {
                 result
             })
             .collect();
-        if let Value::Object(map) = &mut json {
-            map.insert(
-                "calls".into(),
-                serde_json::to_value(calls).map_err(RpcError::internal)?,
-            );
-        }
-        Ok(json)
+        serde_json::value::to_raw_value(&SimulatedBlockJson {
+            block: &block,
+            calls: &calls,
+        })
+        .map_err(RpcError::internal)
     }
 }
 
