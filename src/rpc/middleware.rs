@@ -103,8 +103,8 @@ fn limited_response(id: jsonrpsee::types::Id<'_>, err: FrontDoorError) -> Method
 }
 
 /// jsonrpsee answers a param that does not decode with "Invalid params" and serde's reason
-/// (positioned within one element) as `data`; this turns it into a message naming the
-/// argument and field (see [`param_errors`]).
+/// (positioned within one element) as `data`; this makes the message name the argument and
+/// field (see [`param_errors`]) and leaves `data` as it was.
 fn named_invalid_params(
     params: Option<&str>,
     response: &MethodResponse,
@@ -114,12 +114,13 @@ fn named_invalid_params(
     if error.get("message")? != "Invalid params" {
         return None;
     }
-    let reason = error.get("data")?.as_str()?;
-    let message = param_errors::describe(params, reason);
+    let data = error.get("data")?;
+    let message = param_errors::describe(params, data.as_str()?);
+    // `data` keeps serde's own text, as other jsonrpsee-based nodes (reth) answer it.
     Some(ErrorObjectOwned::owned(
         INVALID_PARAMS_CODE,
         message,
-        None::<()>,
+        Some(data.clone()),
     ))
 }
 
