@@ -675,6 +675,122 @@ mod tests {
         }
     }
 
+    /// `Store::state_root_on` (cached tries) against `Store::state_root_with` (the full
+    /// rebuild) on a store whose genesis holds contracts with storage.
+    #[test]
+    fn store_roots_match_the_uncached_path() {
+        use alloy::genesis::GenesisAccount;
+        use revm::state::AccountInfo;
+        use simnode_api::AccountChange;
+
+        let mut genesis = crate::chain::dev_genesis();
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let mut with_storage = Vec::new();
+        for i in 0..6u64 {
+            let address = Address::from_word(keccak256(i.to_be_bytes()));
+            let slots = match i {
+                0 => 1,
+                1 => 2,
+                _ => 10 + (rng.next() % 200),
+            };
+            let storage = (0..slots)
+                .map(|s| {
+                    (
+                        B256::from(U256::from(s * 7 + i)),
+                        B256::from(U256::from(rng.next() % 1000 + 1)),
+                    )
+                })
+                .collect();
+            genesis.alloc.insert(
+                address,
+                GenesisAccount {
+                    balance: U256::from(i + 1),
+                    code: Some(vec![0x60, 0x00, 0x56, i as u8].into()),
+                    storage: Some(storage),
+                    ..Default::default()
+                },
+            );
+            with_storage.push((address, slots));
+        }
+        let chain = crate::chain::from_genesis("root-cache-test", &genesis);
+        let dir = std::env::temp_dir().join(format!(
+            "simnode-root-cache-{}-{}",
+            std::process::id(),
+            rng.next()
+        ));
+        let store = Store::open(&dir, Arc::new(chain.spec), chain.alloc.as_ref()).expect("open");
+        let existing: Vec<Address> = genesis.alloc.keys().copied().collect();
+        for round in 0..60 {
+            let mut changes = StateChanges::default();
+            let n = 1 + rng.next() % 6;
+            for _ in 0..n {
+                let pick = rng.next() % 6;
+                let address = if pick < 4 {
+                    existing[(rng.next() as usize) % existing.len()]
+                } else {
+                    Address::from_word(keccak256(rng.next().to_be_bytes()))
+                };
+                let mut storage = BTreeMap::new();
+                if let Some((_, slots)) = with_storage.iter().find(|(a, _)| *a == address) {
+                    for _ in 0..(rng.next() % 4) {
+                        // Existing slots (changed, zeroed or rewritten with their own value)
+                        // and new ones.
+                        let s = rng.next() % (slots + 5);
+                        let i = with_storage
+                            .iter()
+                            .position(|(a, _)| *a == address)
+                            .unwrap_or(0) as u64;
+                        let value = match rng.next() % 3 {
+                            0 => U256::ZERO,
+                            _ => U256::from(rng.next() % 1000),
+                        };
+                        storage.insert(U256::from(s * 7 + i), value);
+                    }
+                }
+                let change = match pick {
+                    0 => AccountChange {
+                        info: None,
+                        wipe_storage: true,
+                        storage: BTreeMap::new(),
+                    },
+                    1 => AccountChange {
+                        info: Some(AccountInfo {
+                            balance: U256::from(rng.next()),
+                            nonce: 1,
+                            code_hash: revm::primitives::KECCAK_EMPTY,
+                            ..Default::default()
+                        }),
+                        wipe_storage: true,
+                        storage: BTreeMap::from([(U256::from(1), U256::from(2))]),
+                    },
+                    _ => {
+                        let base = store
+                            .state_after(0)
+                            .expect("state")
+                            .account(&address)
+                            .expect("read")
+                            .map(|a| a.info())
+                            .unwrap_or_default();
+                        AccountChange {
+                            info: Some(AccountInfo {
+                                balance: base.balance + U256::from(rng.next() % 3),
+                                ..base
+                            }),
+                            wipe_storage: false,
+                            storage,
+                        }
+                    }
+                };
+                changes.insert(address, change);
+            }
+            let cached = store.state_root_on(0, &changes).expect("cached root");
+            let full = store.state_root_with(0, &changes).expect("full root");
+            assert_eq!(cached, full, "round {round}: {changes:?}");
+        }
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn roots_with_changes_match_a_full_rebuild() {
         let prefix = [0xabu8; 32];
