@@ -63,6 +63,10 @@ pub(crate) const ACCOUNT_CHANGESETS: TableDefinition<Bytes, ()> =
 pub(crate) const STORAGE_CHANGESETS: TableDefinition<Bytes, ()> =
     TableDefinition::new("storage_changesets");
 
+/// block hash -> header RLP ++ body RLP: blocks not on the canonical chain, kept so a later
+/// forkchoice can make them canonical (side-branch payloads and blocks a reorg unwound).
+pub(crate) const SIDE_BLOCKS: TableDefinition<Bytes, Bytes> = TableDefinition::new("side_blocks");
+
 const META_HEAD: &str = "head";
 const META_SAFE: &str = "safe";
 const META_FINALIZED: &str = "finalized";
@@ -90,6 +94,10 @@ pub enum StoreError {
         expected: B256,
         got: B256,
     },
+    #[error(
+        "cannot unwind to block {target}: it is above the head {head} or below the finalized block"
+    )]
+    BadUnwind { target: u64, head: u64 },
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
 }
@@ -389,9 +397,208 @@ impl Store {
             .map_err(|e| StoreError::Corrupt(format!("requests {number}: {e}")))
     }
 
+    /// Keeps a block that is not (or no longer) canonical in the side table.
+    pub fn put_side_block(
+        &self,
+        header: &Sealed<Header>,
+        body: &BlockBody<TxEnvelope>,
+    ) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut side = tx.open_table(SIDE_BLOCKS)?;
+            side.insert(
+                header.hash().as_slice(),
+                encode_side(header, body).as_slice(),
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// A block of the side table by hash.
+    pub fn side_block(
+        &self,
+        hash: &B256,
+    ) -> Result<Option<(Sealed<Header>, BlockBody<TxEnvelope>)>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let table = match tx.open_table(SIDE_BLOCKS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(raw) = table.get(hash.as_slice())? else {
+            return Ok(None);
+        };
+        let mut bytes = raw.value();
+        let header = Header::decode(&mut bytes)
+            .map_err(|e| StoreError::Corrupt(format!("side header {hash}: {e}")))?;
+        let body = BlockBody::<TxEnvelope>::decode(&mut bytes)
+            .map_err(|e| StoreError::Corrupt(format!("side body {hash}: {e}")))?;
+        Ok(Some((Sealed::new_unchecked(header, *hash), body)))
+    }
+
+    /// Drops a block from the side table (it became canonical, or it is invalid).
+    pub fn remove_side_block(&self, hash: &B256) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        tx.open_table(SIDE_BLOCKS)?.remove(hash.as_slice())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Unwinds the canonical chain to block `target`: in one write transaction, restores the
+    /// state tables to the state after `target`, deletes the history and changesets of the
+    /// blocks above it, moves those blocks (header and body) to the side table, and lowers the
+    /// head (safe is clamped to it; finalized must not be above it). A crash leaves either the
+    /// old chain or the unwound one, every block present in one of the two places. Returns the
+    /// unwound blocks, lowest first.
+    pub fn unwind_to(
+        &self,
+        target: u64,
+    ) -> Result<Vec<(Sealed<Header>, BlockBody<TxEnvelope>)>, StoreError> {
+        let tx = self.db.begin_write()?;
+        let mut unwound = Vec::new();
+        {
+            let mut meta = tx.open_table(META)?;
+            let head = meta.get(META_HEAD)?.map(|v| v.value()).unwrap_or(0);
+            let finalized = meta.get(META_FINALIZED)?.map(|v| v.value());
+            if target > head || finalized.is_some_and(|f| target < f) {
+                return Err(StoreError::BadUnwind { target, head });
+            }
+            if target == head {
+                return Ok(vec![]);
+            }
+            unwind_state(&tx, target)?;
+            let mut headers = tx.open_table(HEADERS)?;
+            let mut canonical = tx.open_table(CANONICAL)?;
+            let mut hash_to_number = tx.open_table(HASH_TO_NUMBER)?;
+            let mut bodies = tx.open_table(BODIES)?;
+            let mut senders = tx.open_table(SENDERS)?;
+            let mut receipts = tx.open_table(RECEIPTS)?;
+            let mut requests = tx.open_table(REQUESTS)?;
+            let mut tx_index = tx.open_table(TX_INDEX)?;
+            let mut side = tx.open_table(SIDE_BLOCKS)?;
+            for number in target + 1..=head {
+                let header = headers
+                    .remove(number)?
+                    .map(|v| Header::decode(&mut v.value()))
+                    .transpose()
+                    .map_err(|e| StoreError::Corrupt(format!("header {number}: {e}")))?
+                    .ok_or_else(|| StoreError::Corrupt(format!("header {number} missing")))?;
+                let hash = canonical
+                    .remove(number)?
+                    .map(|v| B256::from_slice(v.value()))
+                    .unwrap_or_else(|| header.hash_slow());
+                let body = bodies
+                    .remove(number)?
+                    .map(|v| BlockBody::<TxEnvelope>::decode(&mut v.value()))
+                    .transpose()
+                    .map_err(|e| StoreError::Corrupt(format!("body {number}: {e}")))?
+                    .unwrap_or_default();
+                hash_to_number.remove(hash.as_slice())?;
+                senders.remove(number)?;
+                receipts.remove(number)?;
+                requests.remove(number)?;
+                for t in &body.transactions {
+                    let h = t.trie_hash();
+                    let points_here = tx_index
+                        .get(h.as_slice())?
+                        .is_some_and(|v| v.value()[..8] == number.to_be_bytes());
+                    if points_here {
+                        tx_index.remove(h.as_slice())?;
+                    }
+                }
+                let header = Sealed::new_unchecked(header, hash);
+                side.insert(hash.as_slice(), encode_side(&header, &body).as_slice())?;
+                unwound.push((header, body));
+            }
+            meta.insert(META_HEAD, target)?;
+            if meta.get(META_SAFE)?.is_some_and(|v| v.value() > target) {
+                meta.insert(META_SAFE, target)?;
+            }
+        }
+        tx.commit()?;
+        self.reload_head()?;
+        Ok(unwound)
+    }
+
     pub(crate) fn db(&self) -> &Database {
         &self.db
     }
+}
+
+fn encode_side(header: &Sealed<Header>, body: &BlockBody<TxEnvelope>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    header.inner().encode(&mut buf);
+    body.encode(&mut buf);
+    buf
+}
+
+/// Undoes what [`apply_overlay`] wrote (with history) for every block above `target`: each
+/// account and slot changed above `target` gets back the value its earliest history entry
+/// there saved (the value after `target`), and those history and changeset entries go.
+/// Account entries carry their storage root, so restoring them restores the roots too.
+fn unwind_state(tx: &WriteTransaction, target: u64) -> Result<(), StoreError> {
+    let from = (target + 1).to_be_bytes();
+    let block_of = |k: &[u8]| -> Result<u64, StoreError> {
+        Ok(u64::from_be_bytes(k[..8].try_into().map_err(|_| {
+            StoreError::Corrupt("changeset key".into())
+        })?))
+    };
+    {
+        let mut changes = tx.open_table(ACCOUNT_CHANGESETS)?;
+        let mut history = tx.open_table(ACCOUNT_HISTORY)?;
+        let mut accounts = tx.open_table(ACCOUNTS)?;
+        let mut keys = Vec::new();
+        for entry in changes.range(from.as_slice()..)? {
+            let (k, _) = entry?;
+            keys.push(k.value().to_vec());
+        }
+        // Changesets run in block order, so the first entry of an account is its earliest.
+        let mut restored: BTreeMap<B256, ()> = BTreeMap::new();
+        for k in &keys {
+            let block = block_of(k)?;
+            let hashed = B256::from_slice(&k[8..40]);
+            let hk: [u8; 40] = history_key(hashed.as_slice(), block);
+            let prev = history.remove(hk.as_slice())?.map(|v| v.value().to_vec());
+            changes.remove(k.as_slice())?;
+            if restored.insert(hashed, ()).is_some() {
+                continue;
+            }
+            match prev.as_deref().and_then(StoredAccount::decode) {
+                Some(acc) => accounts.insert(hashed.as_slice(), acc.encode().as_slice())?,
+                None => accounts.remove(hashed.as_slice())?,
+            };
+        }
+    }
+    {
+        let mut changes = tx.open_table(STORAGE_CHANGESETS)?;
+        let mut history = tx.open_table(STORAGE_HISTORY)?;
+        let mut storage = tx.open_table(STORAGE)?;
+        let mut keys = Vec::new();
+        for entry in changes.range(from.as_slice()..)? {
+            let (k, _) = entry?;
+            keys.push(k.value().to_vec());
+        }
+        let mut restored: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
+        for k in &keys {
+            let block = block_of(k)?;
+            let slot_key = &k[8..72];
+            let hk: [u8; 72] = history_key(slot_key, block);
+            let prev = history
+                .remove(hk.as_slice())?
+                .map_or(U256::ZERO, |v| U256::from_be_slice(v.value()));
+            changes.remove(k.as_slice())?;
+            if restored.insert(slot_key.to_vec(), ()).is_some() {
+                continue;
+            }
+            if prev.is_zero() {
+                storage.remove(slot_key)?;
+            } else {
+                storage.insert(slot_key, codec::u256_bytes(&prev).as_slice())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn write_block_data(tx: &WriteTransaction, block: &NewBlock) -> Result<(), StoreError> {
