@@ -58,7 +58,10 @@ pub fn load(chain: &str) -> Result<NodeChain, ChainError> {
             spec: public::sepolia(),
             alloc: None,
         }),
-        "hoodi" => Err(ChainError::NoAlloc(chain.to_string())),
+        "hoodi" => Ok(NodeChain {
+            spec: public::hoodi(),
+            alloc: None,
+        }),
         path => {
             let text =
                 std::fs::read_to_string(Path::new(path)).map_err(|source| ChainError::Read {

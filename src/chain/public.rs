@@ -1,7 +1,7 @@
 //! The public networks by name: chain id, fork schedule (alloy-hardforks), blob schedule and
 //! genesis header. Their genesis allocations are not shipped (no registry package carries
 //! them), so a datadir for one of them is created from the network's geth genesis.json; after
-//! that `--chain mainnet` (or `sepolia`) opens it by name.
+//! that `--chain mainnet` (or `sepolia`, `hoodi`) opens it by name.
 
 use alloy::{
     consensus::{Header, EMPTY_OMMER_ROOT_HASH, EMPTY_ROOT_HASH},
@@ -78,6 +78,35 @@ pub fn sepolia() -> ChainSpec {
     }
 }
 
+pub fn hoodi() -> ChainSpec {
+    let hardforks = EthereumChainHardforks::hoodi();
+    let genesis = Header {
+        ommers_hash: EMPTY_OMMER_ROOT_HASH,
+        state_root: b256!("da87d7f5f91c51508791bbcbd4aa5baf04917830b86985eeb9ad3d5bfb657576"),
+        transactions_root: EMPTY_ROOT_HASH,
+        receipts_root: EMPTY_ROOT_HASH,
+        difficulty: U256::from(1u64),
+        gas_limit: 0x2255100,
+        timestamp: 1_742_212_800,
+        nonce: B64::from(0x1234u64),
+        // Hoodi started post-merge with Shanghai and Cancun active (Prague came later).
+        base_fee_per_gas: Some(1_000_000_000),
+        withdrawals_root: Some(alloy::consensus::constants::EMPTY_WITHDRAWALS),
+        blob_gas_used: Some(0),
+        excess_blob_gas: Some(0),
+        parent_beacon_block_root: Some(alloy::primitives::B256::ZERO),
+        ..Default::default()
+    };
+    ChainSpec {
+        name: "hoodi".into(),
+        chain_id: 560_048,
+        blob_schedule: blob_schedule(&hardforks),
+        hardforks,
+        deposit_contract: Some(address!("00000000219ab540356cBB839Cbe05303d7705Fa")),
+        genesis_header: genesis.seal_slow(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +120,22 @@ mod tests {
             b256!("25a5cc106eea7138acab33231d7160d69cb777ee0c2c553fcddf5138993e6dd9");
         assert_eq!(super::mainnet().genesis_header.hash(), mainnet);
         assert_eq!(super::sepolia().genesis_header.hash(), sepolia);
+        let hoodi: B256 = b256!("bbe312868b376a3001692a646dd2d7d1e4406380dfd86b98aa8a34d1557c971b");
+        assert_eq!(super::hoodi().genesis_header.hash(), hoodi);
+        let h = super::hoodi();
+        assert_eq!(h.chain_id, 560_048);
+        assert!(h.is_prague_active_at_timestamp(1_742_999_832));
+        assert!(!h.is_prague_active_at_timestamp(1_742_999_831));
+        // Osaka 1761677592, BPO1 1762365720 (max 15), BPO2 1762955544 (max 21).
+        assert!(h
+            .blob_params_at(1_761_677_592)
+            .is_some_and(|p| p.max_blob_count == 9));
+        assert!(h
+            .blob_params_at(1_762_365_720)
+            .is_some_and(|p| p.max_blob_count == 15));
+        assert!(h
+            .blob_params_at(1_762_955_544)
+            .is_some_and(|p| p.max_blob_count == 21));
         assert!(super::mainnet()
             .blob_params_at(1_765_290_071)
             .is_some_and(|p| p.max_blob_count == 15));
