@@ -1,10 +1,19 @@
 //! The Engine API a consensus client drives the node with: `engine_newPayloadV1..V4` executes
 //! and stores a block, `engine_forkchoiceUpdatedV1..V3` moves head/safe/finalized.
 //!
-//! The node extends one canonical chain: a payload on top of the head is executed and stored;
-//! a payload whose parent is unknown answers SYNCING; a valid-looking payload on a side branch
-//! answers ACCEPTED and is not stored (reorgs are not supported yet). Payload building is not
-//! offered: forkchoiceUpdated with attributes answers with no payload id.
+//! A payload on top of the head is executed and stored; a payload whose parent is unknown
+//! answers SYNCING; a payload whose parent is known but is not the head (a side branch) is kept
+//! unexecuted in the store's side table and answers ACCEPTED.
+//!
+//! Reorgs: forkchoiceUpdated to a side block (or to a canonical block below the head) finds the
+//! common ancestor with the canonical chain, unwinds the canonical chain to it
+//! ([`Store::unwind_to`], which moves the unwound blocks to the side table), then executes and
+//! stores the new branch block by block through the normal import path. If a block of the new
+//! branch is invalid, the answer is INVALID with `latestValidHash` the last valid ancestor, and
+//! the previous canonical chain is re-executed from the side table. A reorg never unwinds more
+//! than [`MAX_REORG_DEPTH`] blocks nor below the finalized block (-38002 Invalid forkchoice
+//! state). Transactions of unwound blocks are not put back into the pool. Payload building is
+//! not offered: forkchoiceUpdated with attributes answers with no payload id.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -40,6 +49,9 @@ const CAPABILITIES: &[&str] = &[
     "engine_forkchoiceUpdatedV3",
 ];
 
+/// Deepest reorg (blocks unwound from the canonical chain) forkchoiceUpdated performs.
+pub const MAX_REORG_DEPTH: u64 = 64;
+
 #[derive(Debug, Clone)]
 pub struct EngineApi {
     store: Arc<Store>,
@@ -48,6 +60,10 @@ pub struct EngineApi {
 
 fn invalid_params(msg: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-32602, msg.into(), None::<()>)
+}
+
+fn invalid_forkchoice() -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(-38002, "Invalid forkchoice state", None::<()>)
 }
 
 fn internal(err: impl std::fmt::Display) -> ErrorObjectOwned {
@@ -77,19 +93,29 @@ impl EngineApi {
         if self.store.number_of(&hash).map_err(internal)?.is_some() {
             return Ok(PayloadStatus::new(PayloadStatusEnum::Valid, Some(hash)));
         }
+        if self.store.side_block(&hash).map_err(internal)?.is_some() {
+            return Ok(PayloadStatus::from_status(PayloadStatusEnum::Accepted));
+        }
         let head = self.store.head_header().map_err(internal)?;
         if header.parent_hash != head.hash() {
             let parent_known = self
                 .store
                 .number_of(&header.parent_hash)
                 .map_err(internal)?
-                .is_some();
-            let status = if parent_known {
-                PayloadStatusEnum::Accepted
-            } else {
-                PayloadStatusEnum::Syncing
-            };
-            return Ok(PayloadStatus::from_status(status));
+                .is_some()
+                || self
+                    .store
+                    .side_block(&header.parent_hash)
+                    .map_err(internal)?
+                    .is_some();
+            if !parent_known {
+                return Ok(PayloadStatus::from_status(PayloadStatusEnum::Syncing));
+            }
+            // A side branch: kept unexecuted until a forkchoice makes it canonical.
+            self.store
+                .put_side_block(&header, &block.body)
+                .map_err(internal)?;
+            return Ok(PayloadStatus::from_status(PayloadStatusEnum::Accepted));
         }
         let parent_hash = header.parent_hash;
         let tx_hashes: Vec<B256> = block
@@ -127,13 +153,19 @@ impl EngineApi {
         state: ForkchoiceState,
     ) -> Result<ForkchoiceUpdated, ErrorObjectOwned> {
         let number_of = |hash: B256| self.store.number_of(&hash).map_err(internal);
-        let Some(head_number) = number_of(state.head_block_hash)? else {
-            return Ok(ForkchoiceUpdated::from_status(PayloadStatusEnum::Syncing));
-        };
-        if head_number != self.store.head().latest {
-            // An older canonical block as head would need a rewind, which is not supported:
-            // keep the longer chain and report the requested head as valid.
-            tracing::warn!(target: "simnode::engine", head_number, "forkchoice head is not the stored head; keeping the stored head");
+        match number_of(state.head_block_hash)? {
+            Some(n) if n == self.store.head().latest => {}
+            Some(n) => {
+                // A canonical block below the head: a pure rewind.
+                self.check_reorg_target(n)?;
+                self.store.unwind_to(n).map_err(internal)?;
+                crate::rpc::metrics::set_head_block(n);
+            }
+            None => {
+                if let Some(invalid) = self.reorg_to_side(state.head_block_hash)? {
+                    return Ok(ForkchoiceUpdated::new(invalid));
+                }
+            }
         }
         let resolve = |hash: B256| -> Result<Option<u64>, ErrorObjectOwned> {
             if hash.is_zero() {
@@ -150,6 +182,95 @@ impl EngineApi {
             PayloadStatusEnum::Valid,
             Some(state.head_block_hash),
         )))
+    }
+
+    /// Refuses a reorg whose common ancestor is `ancestor` if it would unwind below the
+    /// finalized block or more than [`MAX_REORG_DEPTH`] blocks.
+    fn check_reorg_target(&self, ancestor: u64) -> Result<(), ErrorObjectOwned> {
+        let head = self.store.head();
+        if head.finalized.is_some_and(|f| ancestor < f)
+            || head.latest.saturating_sub(ancestor) > MAX_REORG_DEPTH
+        {
+            return Err(invalid_forkchoice());
+        }
+        Ok(())
+    }
+
+    /// Makes the side block `head_hash` canonical. `Ok(None)` when done; `Ok(Some(status))`
+    /// to answer with instead: SYNCING when the head (or a link of its branch) is unknown,
+    /// INVALID when a block of the branch failed and the old chain was restored.
+    fn reorg_to_side(&self, head_hash: B256) -> Result<Option<PayloadStatus>, ErrorObjectOwned> {
+        // Walk back through the side table to a canonical block.
+        let mut branch = Vec::new();
+        let mut cursor = head_hash;
+        let ancestor = loop {
+            if let Some(n) = self.store.number_of(&cursor).map_err(internal)? {
+                break n;
+            }
+            let Some((header, body)) = self.store.side_block(&cursor).map_err(internal)? else {
+                // Unknown head (or a branch with a missing link): still syncing.
+                return Ok(Some(PayloadStatus::from_status(PayloadStatusEnum::Syncing)));
+            };
+            if branch.len() as u64 > MAX_REORG_DEPTH + 1 {
+                return Err(invalid_forkchoice());
+            }
+            cursor = header.parent_hash;
+            branch.push((header, body));
+        };
+        branch.reverse();
+        self.check_reorg_target(ancestor)?;
+        let ancestor_hash = cursor;
+        let old = self.store.unwind_to(ancestor).map_err(internal)?;
+        let mut last_valid = ancestor_hash;
+        for (header, body) in branch {
+            let hash = header.hash();
+            let tx_hashes: Vec<B256> = body.transactions.iter().map(|t| *t.tx_hash()).collect();
+            match exec::import_block(&self.store, header, body) {
+                Ok(_) => {
+                    self.store.remove_side_block(&hash).map_err(internal)?;
+                    self.after_import(&tx_hashes)?;
+                    last_valid = hash;
+                }
+                Err(exec::BlockError::Store(e @ crate::store::StoreError::Db(_))) => {
+                    return Err(internal(e))
+                }
+                Err(e) => {
+                    tracing::warn!(target: "simnode::engine", %hash, error = %e, "reorg: invalid block, restoring the previous chain");
+                    // The invalid block is dropped; the valid part of the branch stays in the
+                    // side table, and the old chain comes back.
+                    self.store.remove_side_block(&hash).map_err(internal)?;
+                    self.store.unwind_to(ancestor).map_err(internal)?;
+                    for (header, body) in old {
+                        let h = header.hash();
+                        exec::import_block(&self.store, header, body).map_err(|e| {
+                            internal(format!("reorg: cannot restore old block {h}: {e}"))
+                        })?;
+                        self.store.remove_side_block(&h).map_err(internal)?;
+                    }
+                    crate::rpc::metrics::set_head_block(self.store.head().latest);
+                    return Ok(Some(PayloadStatus::new(
+                        PayloadStatusEnum::Invalid {
+                            validation_error: e.to_string(),
+                        },
+                        Some(last_valid),
+                    )));
+                }
+            }
+        }
+        crate::rpc::metrics::set_head_block(self.store.head().latest);
+        Ok(None)
+    }
+
+    /// Drops from the pool what the new head block made obsolete.
+    fn after_import(&self, tx_hashes: &[B256]) -> Result<(), ErrorObjectOwned> {
+        let state = self
+            .store
+            .state_after(self.store.head().latest)
+            .map_err(internal)?;
+        self.pool.on_block(tx_hashes, |a| {
+            state.account(a).ok().flatten().map(|acc| acc.nonce)
+        });
+        Ok(())
     }
 
     pub fn into_rpc(self) -> anyhow::Result<RpcModule<EngineApi>> {
