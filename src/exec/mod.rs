@@ -362,6 +362,12 @@ pub fn validate_header(
         if header.ommers_hash != alloy::consensus::EMPTY_OMMER_ROOT_HASH {
             return Err(invalid("ommers after the merge".into()));
         }
+        if !header.nonce.is_zero() {
+            return Err(invalid(format!("nonce {} after the merge", header.nonce)));
+        }
+    } else if header.difficulty.is_zero() {
+        // The proof-of-work seal itself (ethash) is not verified.
+        return Err(invalid("difficulty 0 before the merge".into()));
     }
     let cancun = spec.is_cancun_active_at_timestamp(header.timestamp);
     if cancun != header.parent_beacon_block_root.is_some() {
@@ -431,4 +437,106 @@ pub fn validate_body(
 pub fn receipts_root(receipts: &[ReceiptEnvelope]) -> B256 {
     use alloy::eips::Encodable2718;
     ordered_trie_root_with_encoder(receipts, |r, buf| r.encode_2718(buf))
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+    use alloy::primitives::{Bytes, B64, U256};
+
+    fn dev_child() -> (ChainSpec, Header, Header) {
+        let spec = crate::chain::load("dev").unwrap().spec;
+        let parent = spec.genesis_header.inner().clone();
+        let header = Header {
+            number: 1,
+            timestamp: parent.timestamp + 12,
+            gas_limit: parent.gas_limit,
+            base_fee_per_gas: spec.next_base_fee(&parent),
+            excess_blob_gas: spec.next_excess_blob_gas(&parent, parent.timestamp + 12),
+            blob_gas_used: parent.blob_gas_used,
+            parent_beacon_block_root: parent.parent_beacon_block_root,
+            requests_hash: parent.requests_hash,
+            withdrawals_root: parent.withdrawals_root,
+            ..Default::default()
+        };
+        (spec, parent, header)
+    }
+
+    fn reason(r: Result<(), BlockError>) -> String {
+        match r {
+            Err(e @ BlockError::InvalidHeader { number: 1, .. }) => e.to_string(),
+            other => panic!("expected an invalid header of block 1, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_child_passes() {
+        let (spec, parent, header) = dev_child();
+        validate_header(&spec, &parent, &header).unwrap();
+    }
+
+    #[test]
+    fn timestamp_must_increase() {
+        let (spec, parent, mut header) = dev_child();
+        header.timestamp = parent.timestamp;
+        header.excess_blob_gas = spec.next_excess_blob_gas(&parent, header.timestamp);
+        assert!(reason(validate_header(&spec, &parent, &header)).contains("timestamp"));
+    }
+
+    #[test]
+    fn gas_limit_bounds() {
+        let (spec, parent, mut header) = dev_child();
+        let step = parent.gas_limit / 1024;
+        header.gas_limit = parent.gas_limit + step - 1;
+        validate_header(&spec, &parent, &header).unwrap();
+        header.gas_limit = parent.gas_limit + step;
+        assert!(reason(validate_header(&spec, &parent, &header)).contains("gasLimit"));
+        header.gas_limit = parent.gas_limit - step;
+        assert!(reason(validate_header(&spec, &parent, &header)).contains("gasLimit"));
+        let mut small = parent.clone();
+        small.gas_limit = 5000;
+        header.gas_limit = 4999;
+        header.base_fee_per_gas = spec.next_base_fee(&small);
+        assert!(reason(validate_header(&spec, &small, &header)).contains("gasLimit"));
+    }
+
+    #[test]
+    fn extra_data_at_most_32_bytes() {
+        let (spec, parent, mut header) = dev_child();
+        header.extra_data = Bytes::from(vec![0u8; 32]);
+        validate_header(&spec, &parent, &header).unwrap();
+        header.extra_data = Bytes::from(vec![0u8; 33]);
+        assert!(reason(validate_header(&spec, &parent, &header)).contains("extraData"));
+    }
+
+    #[test]
+    fn post_merge_difficulty_nonce_ommers() {
+        let (spec, parent, header) = dev_child();
+        let mut h = header.clone();
+        h.difficulty = U256::from(1);
+        assert!(reason(validate_header(&spec, &parent, &h)).contains("difficulty"));
+        let mut h = header.clone();
+        h.nonce = B64::from(1u64);
+        assert!(reason(validate_header(&spec, &parent, &h)).contains("nonce"));
+        let mut h = header;
+        h.ommers_hash = B256::ZERO;
+        assert!(reason(validate_header(&spec, &parent, &h)).contains("ommers"));
+    }
+
+    #[test]
+    fn pre_merge_difficulty_nonzero() {
+        let spec = crate::chain::load("mainnet").unwrap().spec;
+        let parent = spec.genesis_header.inner().clone();
+        let mut header = Header {
+            number: 1,
+            timestamp: parent.timestamp + 13,
+            gas_limit: parent.gas_limit,
+            difficulty: U256::from(1),
+            ommers_hash: alloy::consensus::EMPTY_OMMER_ROOT_HASH,
+            ..Default::default()
+        };
+        validate_header(&spec, &parent, &header).unwrap();
+        header.difficulty = U256::ZERO;
+        assert!(reason(validate_header(&spec, &parent, &header)).contains("difficulty"));
+    }
 }
