@@ -75,6 +75,13 @@ pub fn prepare(
     }
     let gas_defaulted = request.gas.is_none();
     let explicit_nonce = request.nonce.is_some();
+    // geth: maxFeePerBlobGas without blob hashes is valid from Cancun and does not make the
+    // call a blob transaction (it only keeps BLOBBASEFEE unzeroed, handled above). An explicit
+    // empty hash list stays a blob transaction and is refused, as in geth.
+    let mut request = request;
+    if request.blob_versioned_hashes.is_none() && request.sidecar.is_none() {
+        request.max_fee_per_blob_gas = None;
+    }
     let mut tx: TxEnv = request
         .try_into_tx_env(&env)
         .map_err(|e| RpcError::invalid_params(e.to_string()))?;
