@@ -393,3 +393,259 @@ pub async fn start(
     let local = server.local_addr()?;
     Ok((server.start(api.into_rpc()?), local))
 }
+
+#[cfg(test)]
+mod reorg_tests {
+    //! Two competing branches from genesis of the dev chain: A1 built on the node's store, B1..B3
+    //! built on a second store and fed as payloads.
+
+    use super::*;
+    use crate::store::{NewBlock, StoreError};
+    use alloy::{
+        consensus::{transaction::Recovered, SignableTransaction, TxEip1559},
+        primitives::{address, Address, Signature, TxKind, U256},
+    };
+    use k256::ecdsa::SigningKey;
+    use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+
+    const KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+    const KEY1: &str = "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+    const X: Address = address!("00000000000000000000000000000000000000aa");
+    const Y: Address = address!("00000000000000000000000000000000000000bb");
+
+    fn open(tag: &str) -> Arc<Store> {
+        let chain = crate::chain::from_genesis("dev", &crate::chain::dev_genesis());
+        let dir = std::env::temp_dir().join(format!(
+            "simnode-reorg-{}-{tag}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        Arc::new(Store::open(&dir, Arc::new(chain.spec), chain.alloc.as_ref()).expect("open"))
+    }
+
+    fn transfer(key: &str, nonce: u64, to: Address, value: u64) -> Recovered<TxEnvelope> {
+        let key = SigningKey::from_slice(&alloy::hex::decode(key).unwrap()).unwrap();
+        let tx = TxEip1559 {
+            chain_id: crate::chain::DEV_CHAIN_ID,
+            nonce,
+            gas_limit: 21_000,
+            max_fee_per_gas: 100_000_000_000,
+            max_priority_fee_per_gas: 1_000_000_000,
+            to: TxKind::Call(to),
+            value: U256::from(value),
+            ..Default::default()
+        };
+        let (sig, recid) = key
+            .sign_prehash_recoverable(tx.signature_hash().as_slice())
+            .unwrap();
+        let envelope = TxEnvelope::from(tx.into_signed(Signature::from((sig, recid))));
+        let signer =
+            alloy::consensus::transaction::SignerRecoverable::recover_signer(&envelope).unwrap();
+        Recovered::new_unchecked(envelope, signer)
+    }
+
+    fn block_of(b: &NewBlock) -> Block<TxEnvelope> {
+        Block {
+            header: b.header.inner().clone(),
+            body: b.body.clone(),
+        }
+    }
+
+    fn genesis_ts(store: &Store) -> u64 {
+        store.head_header().unwrap().timestamp
+    }
+
+    /// Every table the unwind touches, dumped for comparison between two stores.
+    fn dump(store: &Store) -> Vec<(&'static str, Vec<(Vec<u8>, Vec<u8>)>)> {
+        let tx = store.db().begin_read().unwrap();
+        let mut out = Vec::new();
+        macro_rules! bytes_table {
+            ($($name:literal),*) => {$({
+                let def: TableDefinition<&[u8], &[u8]> = TableDefinition::new($name);
+                let t = tx.open_table(def).unwrap();
+                let rows = t.iter().unwrap().map(|e| {
+                    let (k, v) = e.unwrap();
+                    (k.value().to_vec(), v.value().to_vec())
+                }).collect();
+                out.push(($name, rows));
+            })*};
+        }
+        bytes_table!(
+            "accounts",
+            "storage",
+            "account_history",
+            "storage_history",
+            "tx_index"
+        );
+        macro_rules! set_table {
+            ($($name:literal),*) => {$({
+                let def: TableDefinition<&[u8], ()> = TableDefinition::new($name);
+                let t = tx.open_table(def).unwrap();
+                let rows = t.iter().unwrap().map(|e| (e.unwrap().0.value().to_vec(), vec![])).collect();
+                out.push(($name, rows));
+            })*};
+        }
+        set_table!("account_changesets", "storage_changesets");
+        macro_rules! num_table {
+            ($($name:literal),*) => {$({
+                let def: TableDefinition<u64, &[u8]> = TableDefinition::new($name);
+                let t = tx.open_table(def).unwrap();
+                let rows = t.iter().unwrap().map(|e| {
+                    let (k, v) = e.unwrap();
+                    (k.value().to_be_bytes().to_vec(), v.value().to_vec())
+                }).collect();
+                out.push(($name, rows));
+            })*};
+        }
+        num_table!(
+            "headers",
+            "canonical_hashes",
+            "bodies",
+            "senders",
+            "receipts"
+        );
+        out
+    }
+
+    fn assert_same_chain(a: &Store, b: &Store) {
+        assert_eq!(a.head().latest, b.head().latest);
+        for ((name, x), (_, y)) in dump(a).into_iter().zip(dump(b)) {
+            assert!(x == y, "table {name} differs");
+        }
+    }
+
+    fn tx_known(store: &Store, hash: B256) -> bool {
+        use simnode_api::ChainView;
+        store.transaction_location(&hash).unwrap().is_some()
+    }
+
+    #[test]
+    fn reorg_between_branches() {
+        // Branch A on the node's store: A1 (account 0 -> X).
+        let node = open("node");
+        let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let t0 = genesis_ts(&node);
+        let tx_a = transfer(KEY0, 0, X, 1_000);
+        let a1 = crate::sync::dev::build_block(&node, &[tx_a.clone()], t0 + 12).unwrap();
+        let a_copy = open("a");
+        crate::sync::dev::build_block(&a_copy, &[tx_a.clone()], t0 + 12).unwrap();
+
+        // Branch B on another store: B1 (account 1 -> Y), B2 (account 0 -> Y), B3.
+        let b = open("b");
+        let b1 = crate::sync::dev::build_block(&b, &[transfer(KEY1, 0, Y, 7)], t0 + 13).unwrap();
+        let b2 = crate::sync::dev::build_block(&b, &[transfer(KEY0, 0, Y, 5)], t0 + 25).unwrap();
+        let b3 = crate::sync::dev::build_block(&b, &[transfer(KEY0, 1, Y, 3)], t0 + 37).unwrap();
+        assert_ne!(a1.header.hash(), b1.header.hash());
+
+        for blk in [&b1, &b2] {
+            let status = api.new_payload(block_of(blk), blk.header.hash()).unwrap();
+            assert_eq!(status.status, PayloadStatusEnum::Accepted);
+            assert!(node.side_block(&blk.header.hash()).unwrap().is_some());
+        }
+        assert_eq!(node.head().latest, 1);
+
+        // Reorg to B2.
+        let fcu = |head: B256, finalized: B256| {
+            api.forkchoice_updated(ForkchoiceState {
+                head_block_hash: head,
+                safe_block_hash: B256::ZERO,
+                finalized_block_hash: finalized,
+            })
+        };
+        let out = fcu(b2.header.hash(), B256::ZERO).unwrap();
+        assert_eq!(out.payload_status.status, PayloadStatusEnum::Valid);
+        assert_eq!(node.head().latest, 2);
+        assert_eq!(node.head_header().unwrap().hash(), b2.header.hash());
+        let b_at_2 = open("b2");
+        for blk in [&b1, &b2] {
+            exec::import_block(&b_at_2, blk.header.clone(), blk.body.clone()).unwrap();
+        }
+        assert_same_chain(&node, &b_at_2);
+        assert!(!tx_known(&node, *tx_a.inner().tx_hash()));
+        assert!(node.side_block(&a1.header.hash()).unwrap().is_some());
+        assert!(node.side_block(&b2.header.hash()).unwrap().is_none());
+        let state = node.state_after(2).unwrap();
+        assert_eq!(state.account(&X).unwrap(), None);
+        assert_eq!(state.account(&Y).unwrap().unwrap().balance, U256::from(12));
+        // History below the head still reads right after the unwind.
+        let state1 = node.state_after(1).unwrap();
+        assert_eq!(state1.account(&Y).unwrap().unwrap().balance, U256::from(7));
+
+        // And back to A1 (a shorter branch).
+        let out = fcu(a1.header.hash(), B256::ZERO).unwrap();
+        assert_eq!(out.payload_status.status, PayloadStatusEnum::Valid);
+        assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
+        assert_same_chain(&node, &a_copy);
+        assert!(tx_known(&node, *tx_a.inner().tx_hash()));
+        assert!(node.side_block(&b1.header.hash()).unwrap().is_some());
+        assert!(node.side_block(&b2.header.hash()).unwrap().is_some());
+
+        // A branch whose third block has a bad state root: INVALID, latestValidHash = B2, and
+        // the node stays on A1.
+        let mut bad = b3.header.inner().clone();
+        bad.state_root = B256::repeat_byte(0x11);
+        let bad = bad.seal_slow();
+        let bad_block = Block {
+            header: bad.inner().clone(),
+            body: b3.body.clone(),
+        };
+        let status = api.new_payload(bad_block, bad.hash()).unwrap();
+        assert_eq!(status.status, PayloadStatusEnum::Accepted);
+        let out = fcu(bad.hash(), B256::ZERO).unwrap();
+        assert!(out.payload_status.status.is_invalid(), "{out:?}");
+        assert_eq!(out.payload_status.latest_valid_hash, Some(b2.header.hash()));
+        assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
+        assert_same_chain(&node, &a_copy);
+        assert!(node.side_block(&b2.header.hash()).unwrap().is_some());
+
+        // An unknown head is SYNCING.
+        let out = fcu(B256::repeat_byte(0x42), B256::ZERO).unwrap();
+        assert_eq!(out.payload_status.status, PayloadStatusEnum::Syncing);
+
+        // Finalize A1: a reorg to the B branch would unwind below it and is refused.
+        fcu(a1.header.hash(), a1.header.hash()).unwrap();
+        let err = fcu(b2.header.hash(), B256::ZERO).unwrap_err();
+        assert_eq!(err.code(), -38002);
+        assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
+        assert!(matches!(
+            node.unwind_to(0),
+            Err(StoreError::BadUnwind { .. })
+        ));
+    }
+
+    #[test]
+    fn rewind_to_canonical_ancestor() {
+        let node = open("rewind");
+        let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let t0 = genesis_ts(&node);
+        let b1 = crate::sync::dev::build_block(&node, &[transfer(KEY1, 0, Y, 7)], t0 + 12).unwrap();
+        let b2 = crate::sync::dev::build_block(&node, &[transfer(KEY0, 0, Y, 5)], t0 + 24).unwrap();
+        let copy = open("rewind-copy");
+        exec::import_block(&copy, b1.header.clone(), b1.body.clone()).unwrap();
+        let state = |head: B256| ForkchoiceState {
+            head_block_hash: head,
+            safe_block_hash: head,
+            finalized_block_hash: B256::ZERO,
+        };
+        let out = api.forkchoice_updated(state(b1.header.hash())).unwrap();
+        assert_eq!(out.payload_status.status, PayloadStatusEnum::Valid);
+        assert_eq!(node.head().latest, 1);
+        assert_eq!(node.head().safe, Some(1));
+        assert_same_chain(&node, &copy);
+        // Forward again: B2 comes back from the side table.
+        api.forkchoice_updated(state(b2.header.hash())).unwrap();
+        assert_eq!(node.head_header().unwrap().hash(), b2.header.hash());
+        assert_eq!(
+            node.state_after(2)
+                .unwrap()
+                .account(&Y)
+                .unwrap()
+                .unwrap()
+                .balance,
+            U256::from(12)
+        );
+    }
+}
