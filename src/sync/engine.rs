@@ -12,7 +12,7 @@
 //! branch is invalid, the answer is INVALID with `latestValidHash` the last valid ancestor, and
 //! the previous canonical chain is re-executed from the side table. A reorg never unwinds more
 //! than [`MAX_REORG_DEPTH`] blocks nor below the finalized block (-38002 Invalid forkchoice
-//! state). Transactions of unwound blocks are not put back into the pool. Payload building is
+//! state). Transactions of unwound blocks that the new chain lacks go back to the pool. Payload building is
 //! not offered: forkchoiceUpdated with attributes answers with no payload id.
 
 use std::{net::SocketAddr, sync::Arc};
@@ -23,7 +23,7 @@ use alloy::rpc::types::engine::{
     PayloadStatusEnum, PraguePayloadFields,
 };
 use alloy::{
-    consensus::{Block, Transaction, TxEnvelope},
+    consensus::{Block, BlockBody, Header, Sealed, Transaction, TxEnvelope},
     eips::eip7685::Requests,
     primitives::{Bytes, Sealable, B256},
 };
@@ -158,7 +158,8 @@ impl EngineApi {
             Some(n) => {
                 // A canonical block below the head: a pure rewind.
                 self.check_reorg_target(n)?;
-                self.store.unwind_to(n).map_err(internal)?;
+                let unwound = self.store.unwind_to(n).map_err(internal)?;
+                self.return_to_pool(&unwound);
                 crate::rpc::metrics::set_head_block(n);
             }
             None => {
@@ -257,8 +258,35 @@ impl EngineApi {
                 }
             }
         }
+        self.return_to_pool(&old);
         crate::rpc::metrics::set_head_block(self.store.head().latest);
         Ok(None)
+    }
+
+    /// Puts the transactions of unwound blocks that the new canonical chain does not carry back
+    /// into the pool (those whose nonce is still ahead of the sender's; failures are ignored).
+    fn return_to_pool(&self, unwound: &[(Sealed<Header>, BlockBody<TxEnvelope>)]) {
+        use alloy::consensus::transaction::{Recovered, SignerRecoverable};
+        use simnode_api::{ChainView, TxPool};
+        let Ok(state) = self.store.state_after(self.store.head().latest) else {
+            return;
+        };
+        for (_, body) in unwound {
+            for tx in &body.transactions {
+                if !matches!(self.store.transaction_location(tx.tx_hash()), Ok(None)) {
+                    continue;
+                }
+                let Ok(sender) = tx.recover_signer() else {
+                    continue;
+                };
+                let nonce = state.account(&sender).ok().flatten().map_or(0, |a| a.nonce);
+                if tx.nonce() >= nonce {
+                    let _ = self
+                        .pool
+                        .insert(Recovered::new_unchecked(tx.clone(), sender));
+                }
+            }
+        }
     }
 
     /// Drops from the pool what the new head block made obsolete.
@@ -619,7 +647,8 @@ mod reorg_tests {
     #[test]
     fn rewind_to_canonical_ancestor() {
         let node = open("rewind");
-        let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let pool = Arc::new(Pool::default());
+        let api = EngineApi::new(node.clone(), pool.clone());
         let t0 = genesis_ts(&node);
         let b1 = crate::sync::dev::build_block(&node, &[transfer(KEY1, 0, Y, 7)], t0 + 12).unwrap();
         let b2 = crate::sync::dev::build_block(&node, &[transfer(KEY0, 0, Y, 5)], t0 + 24).unwrap();
@@ -635,8 +664,11 @@ mod reorg_tests {
         assert_eq!(node.head().latest, 1);
         assert_eq!(node.head().safe, Some(1));
         assert_same_chain(&node, &copy);
-        // Forward again: B2 comes back from the side table.
+        // B2's transaction is back in the pool.
+        assert_eq!(pool.len(), 1);
+        // Forward again: B2 comes back from the side table, its transaction leaves the pool.
         api.forkchoice_updated(state(b2.header.hash())).unwrap();
+        assert_eq!(pool.len(), 0);
         assert_eq!(node.head_header().unwrap().hash(), b2.header.hash());
         assert_eq!(
             node.state_after(2)
