@@ -56,6 +56,9 @@ pub const MAX_REORG_DEPTH: u64 = 64;
 pub struct EngineApi {
     store: Arc<Store>,
     pool: Arc<Pool>,
+    /// Serializes payloads and forkchoice updates: a reorg (unwind, then one import per block)
+    /// must not interleave with another payload's import.
+    serial: Arc<std::sync::Mutex<()>>,
 }
 
 fn invalid_params(msg: impl Into<String>) -> ErrorObjectOwned {
@@ -72,7 +75,11 @@ fn internal(err: impl std::fmt::Display) -> ErrorObjectOwned {
 
 impl EngineApi {
     pub fn new(store: Arc<Store>, pool: Arc<Pool>) -> Self {
-        Self { store, pool }
+        Self {
+            store,
+            pool,
+            serial: Arc::default(),
+        }
     }
 
     /// Executes and stores a payload already converted to a block.
@@ -93,11 +100,12 @@ impl EngineApi {
         if self.store.number_of(&hash).map_err(internal)?.is_some() {
             return Ok(PayloadStatus::new(PayloadStatusEnum::Valid, Some(hash)));
         }
-        if self.store.side_block(&hash).map_err(internal)?.is_some() {
-            return Ok(PayloadStatus::from_status(PayloadStatusEnum::Accepted));
-        }
+        let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
         let head = self.store.head_header().map_err(internal)?;
         if header.parent_hash != head.hash() {
+            if self.store.side_block(&hash).map_err(internal)?.is_some() {
+                return Ok(PayloadStatus::from_status(PayloadStatusEnum::Accepted));
+            }
             let parent_known = self
                 .store
                 .number_of(&header.parent_hash)
@@ -128,6 +136,8 @@ impl EngineApi {
         match exec::import_block(&self.store, header, block.body) {
             Ok(gas) => {
                 crate::rpc::metrics::record_block_gas(gas, started.elapsed());
+                // It may have been kept as a side block before (e.g. unwound by a rewind).
+                self.store.remove_side_block(&hash).map_err(internal)?;
                 let state = self
                     .store
                     .state_after(self.store.head().latest)
@@ -152,6 +162,7 @@ impl EngineApi {
         &self,
         state: ForkchoiceState,
     ) -> Result<ForkchoiceUpdated, ErrorObjectOwned> {
+        let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
         let number_of = |hash: B256| self.store.number_of(&hash).map_err(internal);
         match number_of(state.head_block_hash)? {
             Some(n) if n == self.store.head().latest => {}
@@ -669,6 +680,13 @@ mod reorg_tests {
         // Forward again: B2 comes back from the side table, its transaction leaves the pool.
         api.forkchoice_updated(state(b2.header.hash())).unwrap();
         assert_eq!(pool.len(), 0);
+        // Rewound again, B2 re-sent as a payload on the head is executed, not parked.
+        api.forkchoice_updated(state(b1.header.hash())).unwrap();
+        assert!(node.side_block(&b2.header.hash()).unwrap().is_some());
+        let status = api.new_payload(block_of(&b2), b2.header.hash()).unwrap();
+        assert_eq!(status.status, PayloadStatusEnum::Valid);
+        assert_eq!(node.head().latest, 2);
+        assert!(node.side_block(&b2.header.hash()).unwrap().is_none());
         assert_eq!(node.head_header().unwrap().hash(), b2.header.hash());
         assert_eq!(
             node.state_after(2)
