@@ -50,6 +50,10 @@ fn rewind_and_forward_over_the_engine_api() {
     );
     let balance_at_head = node.result("eth_getBalance", json!([miner, "latest"]));
 
+    assert_ne!(
+        balance_at_target, balance_at_head,
+        "the check below must mean something"
+    );
     let v = fcu(&node, &target["hash"]);
     assert_eq!(v["result"]["payloadStatus"]["status"], "VALID", "{v}");
     let latest = node.result("eth_getBlockByNumber", json!(["latest", false]));
