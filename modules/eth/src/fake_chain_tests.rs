@@ -431,10 +431,11 @@ async fn send_raw_transaction_validates() {
     let r = call(&m, "eth_sendRawTransaction", json!(["0x01"])).await;
     assert_eq!(r["error"]["code"], -32602);
     // A real legacy transaction of the execution-apis chain: its sender has no balance in the
-    // fake state, so it is rejected with geth's insufficient-funds wording.
+    // fake state, so it is rejected with geth's insufficient-funds wording and the spec's
+    // code 809 (GasErrors, `eth/submit.yaml`).
     let (req, _) = fixture("eth_sendRawTransaction/send-legacy-transaction.io");
     let r = request(&m, &req).await;
-    assert_eq!(r["error"]["code"], -32000);
+    assert_eq!(r["error"]["code"], 809);
     assert!(
         r["error"]["message"]
             .as_str()

@@ -616,7 +616,7 @@ impl EthApiServer for Eth {
     }
 
     fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256> {
-        Ok(send::send_raw_transaction(&self.ctx, &raw)?)
+        send::send_raw_transaction(&self.ctx, &raw).map_err(send::submit_error)
     }
 
     fn config(&self) -> JsonRpcResult<config::EthConfig> {

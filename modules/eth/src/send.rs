@@ -9,6 +9,27 @@ use alloy::{
 use revm::DatabaseRef;
 use simnode_api::{ModuleContext, RpcError, RpcResult};
 
+/// The execution-apis error code (`_spec/src/error-groups`, referenced by `eth/submit.yaml`)
+/// of a pool rejection, as geth answers eth_sendRawTransaction; other errors keep theirs.
+pub fn submit_error(err: RpcError) -> jsonrpsee::types::ErrorObjectOwned {
+    if let RpcError::Server(message) = &err {
+        const CODES: &[(&str, i32)] = &[
+            ("nonce too low", 1),
+            ("nonce too high", 2),
+            ("intrinsic gas too low", 800),
+            ("exceeds block gas limit", 803),
+            ("max priority fee per gas higher than max fee per gas", 804),
+            ("insufficient funds for gas * price + value", 809),
+            ("already known", 1000),
+            ("invalid sender", 1001),
+        ];
+        if let Some((_, code)) = CODES.iter().find(|(prefix, _)| message.starts_with(prefix)) {
+            return jsonrpsee::types::ErrorObjectOwned::owned(*code, message.clone(), None::<()>);
+        }
+    }
+    err.into()
+}
+
 /// geth's limit on a transaction's encoded size (blob transactions: without blobs).
 pub const TX_MAX_SIZE: usize = 128 * 1024;
 /// Encoded size limit of a blob transaction with its sidecar.
@@ -128,4 +149,44 @@ fn intrinsic_gas(tx: &TxEnvelope, spec: revm::primitives::hardfork::SpecId) -> u
         gas = gas.max(floor);
     }
     gas
+}
+
+#[cfg(test)]
+mod submit_error_tests {
+    use super::*;
+
+    /// Pool rejections carry the execution-apis codes (upstream eth_sendRawTransaction
+    /// send-nonce-too-low / send-tip-above-fee-cap / send-insufficient-funds /
+    /// send-intrinsic-gas-too-low / send-already-known); other errors keep their own.
+    #[test]
+    fn pool_rejections_carry_spec_codes() {
+        let code = |e: RpcError| submit_error(e).code();
+        let server = |m: &str| RpcError::Server(m.into());
+        assert_eq!(code(server("nonce too low: next nonce 160, tx nonce 0")), 1);
+        assert_eq!(
+            code(server(
+                "max priority fee per gas higher than max fee per gas"
+            )),
+            804
+        );
+        assert_eq!(
+            code(server(
+                "insufficient funds for gas * price + value: balance 1, tx cost 2, overshot 1"
+            )),
+            809
+        );
+        assert_eq!(
+            code(server("intrinsic gas too low: gas 1, minimum needed 21000")),
+            800
+        );
+        assert_eq!(code(server("exceeds block gas limit")), 803);
+        assert_eq!(code(server("already known")), 1000);
+        assert_eq!(code(server("oversized data")), -32000);
+        assert_eq!(
+            code(RpcError::invalid_params("empty transaction data")),
+            -32602
+        );
+        let e = submit_error(server("nonce too low: next nonce 1, tx nonce 0"));
+        assert_eq!(e.message(), "nonce too low: next nonce 1, tx nonce 0");
+    }
 }
