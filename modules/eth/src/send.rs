@@ -22,6 +22,7 @@ pub fn submit_error(err: RpcError) -> jsonrpsee::types::ErrorObjectOwned {
             ("insufficient funds for gas * price + value", 809),
             ("already known", 1000),
             ("invalid sender", 1001),
+            ("replacement transaction underpriced", 1002),
         ];
         if let Some((_, code)) = CODES.iter().find(|(prefix, _)| message.starts_with(prefix)) {
             return jsonrpsee::types::ErrorObjectOwned::owned(*code, message.clone(), None::<()>);
@@ -181,6 +182,7 @@ mod submit_error_tests {
         );
         assert_eq!(code(server("exceeds block gas limit")), 803);
         assert_eq!(code(server("already known")), 1000);
+        assert_eq!(code(server("replacement transaction underpriced")), 1002);
         assert_eq!(code(server("oversized data")), -32000);
         assert_eq!(
             code(RpcError::invalid_params("empty transaction data")),
