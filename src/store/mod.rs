@@ -149,7 +149,33 @@ impl Store {
             path: datadir.to_path_buf(),
             source,
         })?;
-        let db = Database::create(datadir.join("chain.redb"))?;
+        let path = datadir.join("chain.redb");
+        if !path.exists() {
+            // A new database is built under another name and renamed once it holds the
+            // genesis block: a crash while redb lays out a fresh file would otherwise leave a
+            // `chain.redb` that is not a database at all.
+            let fresh = datadir.join("chain.redb.new");
+            let _ = std::fs::remove_file(&fresh);
+            let built = (|| {
+                let store = Self {
+                    db: Arc::new(Database::create(&fresh)?),
+                    head: RwLock::new(ChainHead::default()),
+                    spec: spec.clone(),
+                };
+                let alloc =
+                    alloc.ok_or_else(|| StoreError::NoGenesisAlloc(store.spec.name.clone()))?;
+                store.write_genesis(alloc)
+            })();
+            if let Err(e) = built {
+                let _ = std::fs::remove_file(&fresh);
+                return Err(e);
+            }
+            std::fs::rename(&fresh, &path).map_err(|source| StoreError::Datadir {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let db = Database::create(&path)?;
         let store = Self {
             db: Arc::new(db),
             head: RwLock::new(ChainHead::default()),
