@@ -3,7 +3,7 @@
 //! simulated so far answering `BLOCKHASH`.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex, RwLock},
 };
 
@@ -187,7 +187,10 @@ pub type SimDb = CacheDB<BaseDb>;
 ///
 /// The cache also holds what was only read (slots, and accounts touched by system calls with
 /// nothing changed); those are left out, so that the state root rehashes only real changes.
-pub fn collect_changes(db: &SimDb) -> StateChanges {
+///
+/// `touched` are the accounts transactions touched (see `Runner::touched`): of those, the
+/// empty ones are removed (EIP-161, which ignores storage, as geth's `empty()` does).
+pub fn collect_changes(db: &SimDb, touched: &HashSet<Address>) -> StateChanges {
     let base = &db.db;
     let mut changes = StateChanges::with_capacity(db.cache.accounts.len());
     for (address, account) in &db.cache.accounts {
@@ -198,9 +201,8 @@ pub fn collect_changes(db: &SimDb) -> StateChanges {
             AccountState::Touched => (false, true),
             AccountState::StorageCleared => (true, true),
         };
-        // EIP-161: an empty account is removed, unless storage was given to it explicitly.
-        let empty = account.info.is_empty() && account.storage.values().all(|v| v.is_zero());
-        let info = (exists && !empty).then(|| account.info.clone());
+        let removed = touched.contains(address) && account.info.is_empty();
+        let info = (exists && !removed).then(|| account.info.clone());
         let base_info = base.basic_ref(*address);
         if info.is_none() {
             // Removing an account the base does not have changes nothing.

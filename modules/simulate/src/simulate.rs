@@ -156,6 +156,7 @@ impl Simulation<'_> {
             },
             deadline,
             timeout_ms: duration_ms(limits.evm_timeout),
+            touched: HashSet::new(),
         };
 
         let mut parent: Header = base.inner().clone();
@@ -264,6 +265,10 @@ struct Runner<'a> {
     budget: u64,
     deadline: Instant,
     timeout_ms: u64,
+    /// Accounts a transaction touched since their last override: EIP-161 removes those that
+    /// end up empty. An account emptied by an override alone stays, with its storage, as in
+    /// geth (overrides are finalised without deleting empty objects).
+    touched: HashSet<Address>,
 }
 
 /// One executed call, before the block hash is known.
@@ -355,6 +360,9 @@ impl Runner<'_> {
         let mut precompiles = PrecompilesMap::from_static(fork_precompiles);
         if let Some(state_overrides) = &state_overrides {
             apply_state_overrides(state_overrides, db, &mut precompiles)?;
+            for address in state_overrides.keys() {
+                self.touched.remove(address);
+            }
         }
         let precompiles =
             SimPrecompiles::new(precompiles, fork_precompiles.addresses_set().clone());
@@ -405,6 +413,13 @@ impl Runner<'_> {
             }
             let result_and_state = outcome.map_err(|e| map_evm_error(e, &prepared))?;
             let wrapped_nonce = prepared.wraps_nonce;
+            self.touched.extend(
+                result_and_state
+                    .state
+                    .iter()
+                    .filter(|(_, account)| account.is_touched())
+                    .map(|(address, _)| *address),
+            );
             evm.db_mut().commit(result_and_state.state);
             if wrapped_nonce {
                 // geth's nonce counter wraps around where revm's saturates.
@@ -475,7 +490,7 @@ impl Runner<'_> {
             }
         }
 
-        let changes = collect_changes(db);
+        let changes = collect_changes(db, &self.touched);
         header.state_root = self.chain.state_root_with(self.base_number, &changes)?;
         header.gas_used = gas_used;
         if cancun {
