@@ -36,8 +36,7 @@ impl Store {
             .header_raw(number)?
             .ok_or_else(|| StoreError::Corrupt(format!("no header for block {number}")))?;
         let tx = self.db().begin_read()?;
-        // The head is read after the snapshot: a block committed in between is history then.
-        let latest = self.head().latest.max(number);
+        let latest = super::view::snapshot_head(&tx)?.max(number);
         let overlay = if number < latest {
             state::revert_overlay(&tx, number)?
         } else {

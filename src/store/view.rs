@@ -12,7 +12,10 @@ use simnode_api::{
     ChainHead, ChainView, RpcError, RpcResult, StateChanges, StateRef, StoredBlock, TxLocation,
 };
 
-use super::{HistoricalState, Store, StoreError, BODIES, CANONICAL, RECEIPTS, SENDERS, TX_INDEX};
+use super::{
+    HistoricalState, Store, StoreError, BODIES, CANONICAL, META, META_HEAD, RECEIPTS, SENDERS,
+    TX_INDEX,
+};
 
 impl From<StoreError> for RpcError {
     fn from(e: StoreError) -> Self {
@@ -62,10 +65,19 @@ impl Store {
 
     pub fn state_after(&self, number: u64) -> Result<HistoricalState, StoreError> {
         let tx = self.db().begin_read()?;
-        // The head is read after the snapshot: a block committed in between is then counted
-        // as history, which only costs a lookup.
-        HistoricalState::new(&tx, number, self.head().latest.max(number))
+        // The head as this snapshot has it: with reorgs the in-memory head can move either way
+        // between the snapshot and a read of it, and only the snapshot's own head says which
+        // tables hold the current state.
+        HistoricalState::new(&tx, number, snapshot_head(&tx)?.max(number))
     }
+}
+
+/// The head block number as the read transaction `tx` sees it.
+pub(crate) fn snapshot_head(tx: &redb::ReadTransaction) -> Result<u64, StoreError> {
+    Ok(tx
+        .open_table(META)?
+        .get(META_HEAD)?
+        .map_or(0, |v| v.value()))
 }
 
 impl ChainView for Store {
