@@ -373,3 +373,33 @@ fn trace_transfers_nested_and_reverted() {
         .chars()
         .all(|c| c == '0'));
 }
+
+/// An account emptied by an override alone stays in the state (with its storage); EIP-161
+/// removes it only once a transaction touches it, as geth does. So touching the emptied
+/// contract in a later block changes the state root, while touching an address that never
+/// existed does not add anything: the two requests below agree on block 1 and differ on block 2.
+#[test]
+fn override_emptied_account_stays_until_a_transaction_touches_it() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    // A contract with storage on the execution-apis chain (slot 0 = 0x38, balance 0x76).
+    let contract = "0x7dcd17433742f4c0ca53122ab541d0ba67fc27df";
+    let never_existed = "0x00000000000000000000000000000000000d0e5d";
+    let roots = |touch: &str| -> Vec<String> {
+        let payload = json!({"blockStateCalls": [
+            {"stateOverrides": {contract: {"balance": "0x0", "nonce": "0x0", "code": "0x"}}},
+            {"calls": [{"from": "0xc000000000000000000000000000000000000000", "to": touch}]}
+        ]});
+        let resp = answer(&sim, &request(payload));
+        ok_blocks(&resp)
+            .iter()
+            .map(|b| b["stateRoot"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let touched = roots(contract);
+    let elsewhere = roots(never_existed);
+    assert_eq!(touched[0], elsewhere[0], "block 1 is the same in both");
+    assert_ne!(
+        touched[1], elsewhere[1],
+        "touching the emptied contract removes it; before that it was still in the state"
+    );
+}
