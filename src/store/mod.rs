@@ -779,9 +779,19 @@ fn trie_empty() -> B256 {
 
 /// Address-keyed changes (what execution and modules produce) as a hashed overlay.
 pub fn hashed_overlay(changes: &StateChanges) -> HashedOverlay {
+    hashed_overlay_with(changes, hash_address, hash_slot)
+}
+
+/// [`hashed_overlay`] with the address and slot hashes from the given functions (the root
+/// cache passes memoized ones).
+pub(crate) fn hashed_overlay_with(
+    changes: &StateChanges,
+    mut address_hash: impl FnMut(&Address) -> B256,
+    mut slot_hash: impl FnMut(&U256) -> B256,
+) -> HashedOverlay {
     let mut overlay = HashedOverlay::default();
     for (address, change) in changes {
-        let hashed = hash_address(address);
+        let hashed = address_hash(address);
         overlay.accounts.insert(
             hashed,
             change.info.as_ref().map(|i| OverlayAccount {
@@ -795,7 +805,7 @@ pub fn hashed_overlay(changes: &StateChanges) -> HashedOverlay {
             let slots = change
                 .storage
                 .iter()
-                .map(|(k, v)| (hash_slot(k), *v))
+                .map(|(k, v)| (slot_hash(k), *v))
                 .collect();
             overlay.storage.insert(
                 hashed,

@@ -33,7 +33,7 @@ use simnode_api::StateChanges;
 use super::hashed_overlay;
 use super::{
     codec::{hash_address, hash_slot, storage_key, StoredAccount},
-    trie::{self, EmptySource, HashedOverlay, OverlayAccount, StorageOverlay},
+    trie::{self, EmptySource, HashedOverlay, StorageOverlay},
     Store, StoreError, ACCOUNTS, CANONICAL, META, META_HEAD, STORAGE,
 };
 
@@ -550,37 +550,16 @@ fn hashed_overlay_memo(changes: &StateChanges) -> HashedOverlay {
     if memo.slots.len() > MEMO_LIMIT {
         memo.slots.clear();
     }
-    let mut overlay = HashedOverlay::default();
-    for (address, change) in changes {
-        let hashed = *memo
-            .addresses
-            .entry(*address)
-            .or_insert_with(|| hash_address(address));
-        overlay.accounts.insert(
-            hashed,
-            change.info.as_ref().map(|i| OverlayAccount {
-                nonce: i.nonce,
-                balance: i.balance,
-                code_hash: i.code_hash,
-                storage_root: None,
-            }),
-        );
-        if change.wipe_storage || !change.storage.is_empty() {
-            let slots = change
-                .storage
-                .iter()
-                .map(|(k, v)| (*memo.slots.entry(*k).or_insert_with(|| hash_slot(k)), *v))
-                .collect();
-            overlay.storage.insert(
-                hashed,
-                StorageOverlay {
-                    wiped: change.wipe_storage,
-                    slots,
-                },
-            );
-        }
-    }
-    overlay
+    let HashMemo { addresses, slots } = memo;
+    super::hashed_overlay_with(
+        changes,
+        |address| {
+            *addresses
+                .entry(*address)
+                .or_insert_with(|| hash_address(address))
+        },
+        |slot| *slots.entry(*slot).or_insert_with(|| hash_slot(slot)),
+    )
 }
 
 fn root_with_changes(
