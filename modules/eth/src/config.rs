@@ -21,19 +21,6 @@ use revm::precompile::{PrecompileSpecId, Precompiles};
 use serde::Serialize;
 use simnode_api::{ChainSpec, ChainView, RpcError, RpcResult};
 
-/// Forks that can carry a configuration, in activation order.
-const CONFIG_FORKS: &[EthereumHardfork] = &[
-    EthereumHardfork::Cancun,
-    EthereumHardfork::Prague,
-    EthereumHardfork::Osaka,
-    EthereumHardfork::Bpo1,
-    EthereumHardfork::Bpo2,
-    EthereumHardfork::Bpo3,
-    EthereumHardfork::Bpo4,
-    EthereumHardfork::Bpo5,
-    EthereumHardfork::Amsterdam,
-];
-
 /// Every fork, for the fork id: block-scheduled ones are hashed before timestamp-scheduled ones.
 const ALL_FORKS: &[EthereumHardfork] = &[
     EthereumHardfork::Frontier,
@@ -62,6 +49,15 @@ const ALL_FORKS: &[EthereumHardfork] = &[
     EthereumHardfork::Bpo5,
     EthereumHardfork::Amsterdam,
 ];
+
+/// Forks that can carry a configuration (Cancun on, each has a blob schedule), in order.
+fn config_forks() -> &'static [EthereumHardfork] {
+    let cancun = ALL_FORKS
+        .iter()
+        .position(|f| *f == EthereumHardfork::Cancun)
+        .unwrap_or(ALL_FORKS.len());
+    &ALL_FORKS[cancun..]
+}
 
 /// EIP-7910 names of the precompiles, by address.
 const PRECOMPILE_NAMES: &[(u16, &str)] = &[
@@ -122,7 +118,7 @@ pub fn eth_config(spec: &ChainSpec, chain: &dyn ChainView) -> RpcResult<EthConfi
 
 /// The configurations as seen at `timestamp`.
 fn config_at(spec: &ChainSpec, timestamp: u64) -> RpcResult<EthConfig> {
-    let scheduled: Vec<(EthereumHardfork, u64)> = CONFIG_FORKS
+    let scheduled: Vec<(EthereumHardfork, u64)> = config_forks()
         .iter()
         .filter_map(|fork| match spec.ethereum_fork_activation(*fork) {
             ForkCondition::Timestamp(at) => Some((*fork, at)),
