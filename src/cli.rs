@@ -71,6 +71,11 @@ pub struct EvmLimitArgs {
     /// Deadline of one eth_call / eth_simulateV1 / trace_callMany request, in milliseconds.
     #[arg(long = "rpc.evm-timeout", default_value_t = 5000)]
     pub evm_timeout_ms: u64,
+    /// How long an eth_call / eth_simulateV1 / trace_callMany request may run on the RPC
+    /// thread that received it, in microseconds; past it the request is restarted on the
+    /// blocking pool (0: always the pool).
+    #[arg(long = "rpc.evm-inline-us", default_value_t = 1000)]
+    pub evm_inline_us: u64,
     /// Most calls in one trace_callMany request.
     #[arg(long = "rpc.max-trace-calls", default_value_t = 64)]
     pub max_trace_calls: usize,

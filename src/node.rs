@@ -80,6 +80,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         gas_cap: args.rpc.gas_cap,
         max_simulate_blocks: args.rpc.max_simulate_blocks,
         evm_timeout: Duration::from_millis(args.evm.evm_timeout_ms),
+        evm_inline_budget: Duration::from_micros(args.evm.evm_inline_us),
         max_trace_calls: args.evm.max_trace_calls,
         max_vm_trace_bytes: args.evm.max_trace_bytes,
         max_concurrent_traces: args.evm.max_concurrent_traces,

@@ -403,3 +403,68 @@ fn override_emptied_account_stays_until_a_transaction_touches_it() {
         "touching the emptied contract removes it; before that it was still in the state"
     );
 }
+
+/// Answers one request through the module's RPC methods, as the server calls them (the
+/// first run on the calling thread, within `evm_inline_budget`, then on the blocking pool).
+fn answer_rpc(limits: RpcLimits, request: &Value) -> Value {
+    let methods = simnode_simulate::rpc_module(context(limits));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (resp, _rx) = runtime
+        .block_on(methods.raw_json_request(&request.to_string(), 1))
+        .expect("raw request");
+    serde_json::from_str(resp.get()).expect("response json")
+}
+
+#[test]
+fn a_run_past_the_inline_budget_restarts_on_the_pool_with_the_same_answer() {
+    // 2M gas of a tight loop takes well over 1 µs in any build: the first run stops at the
+    // inline budget and the second finishes, out of gas, exactly as a pool-only run does.
+    let payload = request(endless_loop_payload("0x1e8480"));
+    let inline_first = RpcLimits {
+        evm_inline_budget: Duration::from_micros(1),
+        ..RpcLimits::default()
+    };
+    let pool_only = RpcLimits {
+        evm_inline_budget: Duration::ZERO,
+        ..RpcLimits::default()
+    };
+    let restarted = answer_rpc(inline_first, &payload);
+    let blocks = ok_blocks(&restarted);
+    assert_eq!(blocks.len(), 2);
+    assert_eq!(blocks[1]["calls"][0]["error"]["message"], "out of gas");
+    assert_eq!(restarted, answer_rpc(pool_only, &payload));
+    // A short request answered inline is the same as one answered on the pool.
+    let transfer = request(json!({"blockStateCalls": [{"calls": [
+        {"from": "0xc000000000000000000000000000000000000000", "to": "0xc100000000000000000000000000000000000000"}]}]}));
+    assert_eq!(
+        answer_rpc(RpcLimits::default(), &transfer),
+        answer_rpc(
+            RpcLimits {
+                evm_inline_budget: Duration::ZERO,
+                ..RpcLimits::default()
+            },
+            &transfer
+        )
+    );
+}
+
+#[test]
+fn the_deadline_still_holds_after_a_restart_on_the_pool() {
+    let limits = RpcLimits {
+        evm_timeout: Duration::from_millis(50),
+        evm_inline_budget: Duration::from_millis(5),
+        ..RpcLimits::default()
+    };
+    let started = Instant::now();
+    let resp = answer_rpc(limits, &request(endless_loop_payload("0x2faf080")));
+    assert_eq!(resp["error"]["code"], -32016, "{resp}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+}

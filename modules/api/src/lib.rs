@@ -10,6 +10,7 @@ pub mod chain_spec;
 pub mod error;
 pub mod guard;
 pub mod limits;
+pub mod offload;
 pub mod pool;
 pub mod state;
 pub mod view;

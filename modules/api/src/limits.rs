@@ -11,6 +11,9 @@ pub struct RpcLimits {
     pub max_simulate_blocks: u64,
     /// Deadline of one eth_simulateV1 / trace_callMany / eth_call request.
     pub evm_timeout: Duration,
+    /// How long an EVM request may run on the RPC thread that received it before it is
+    /// restarted on the blocking pool (see [`crate::offload`]); zero: always the pool.
+    pub evm_inline_budget: Duration,
     /// Most calls in one trace_callMany request.
     pub max_trace_calls: usize,
     /// Most bytes of vmTrace one request may build.
@@ -29,6 +32,7 @@ impl Default for RpcLimits {
             gas_cap: 50_000_000,
             max_simulate_blocks: 16,
             evm_timeout: Duration::from_secs(5),
+            evm_inline_budget: Duration::from_millis(1),
             max_trace_calls: 64,
             max_vm_trace_bytes: 64 * 1024 * 1024,
             max_concurrent_traces: 2,

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, Methods};
 use serde_json::{value::RawValue, Value};
-use simnode_api::{BlockParam, ModuleContext, RpcError};
+use simnode_api::{offload, BlockParam, ModuleContext, RpcError};
 
 pub use inspector::{TRANSFER_EVENT_TOPIC, TRANSFER_LOG_EMITTER};
 pub use simulate::{revert_message, TIMESTAMP_INCREMENT};
@@ -64,11 +64,21 @@ impl Simulate {
         block: BlockParam,
         started: Instant,
     ) -> Result<Vec<Box<RawValue>>, RpcError> {
+        self.simulate_until(payload, block, started + self.ctx.limits.evm_timeout)
+    }
+
+    /// Runs a simulation on the calling thread, stopped with [`RpcError::Timeout`] at `stop_at`.
+    fn simulate_until(
+        &self,
+        payload: SimulatePayload,
+        block: BlockParam,
+        stop_at: Instant,
+    ) -> Result<Vec<Box<RawValue>>, RpcError> {
         simulate::Simulation {
             ctx: &self.ctx,
             payload,
             block,
-            started,
+            stop_at,
         }
         .run()
     }
@@ -81,14 +91,14 @@ impl SimulateApiServer for Simulate {
         payload: SimulatePayload,
         block: Option<BlockParam>,
     ) -> JsonRpcResult<Vec<Box<RawValue>>> {
-        let started = Instant::now();
+        let limits = &self.ctx.limits;
+        let deadline = Instant::now() + limits.evm_timeout;
         let this = self.clone();
         let block = block.unwrap_or_default();
-        let result =
-            tokio::task::spawn_blocking(move || this.simulate_raw(payload, block, started))
-                .await
-                .map_err(|e| RpcError::internal(format!("simulation task failed: {e}")))?;
-        Ok(result?)
+        // A simulation has no side effects, so a run stopped at the inline budget can start
+        // again from scratch on the blocking pool.
+        let run = move |stop_at| this.simulate_until(payload.clone(), block, stop_at);
+        Ok(offload::inline_then_blocking(limits.evm_inline_budget, deadline, run).await?)
     }
 }
 

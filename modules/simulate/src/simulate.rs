@@ -100,8 +100,9 @@ pub struct Simulation<'a> {
     pub ctx: &'a ModuleContext,
     pub payload: SimulatePayload,
     pub block: BlockParam,
-    /// Moment the request started; the deadline counts from here.
-    pub started: Instant,
+    /// When the run stops with [`RpcError::Timeout`]: the request's deadline, or earlier
+    /// for a first run on the RPC thread (see [`simnode_api::offload`]).
+    pub stop_at: Instant,
 }
 
 impl Simulation<'_> {
@@ -110,7 +111,7 @@ impl Simulation<'_> {
     pub fn run(self) -> RpcResult<Vec<Box<RawValue>>> {
         let ctx = self.ctx;
         let limits = &ctx.limits;
-        let deadline = self.started + limits.evm_timeout;
+        let deadline = self.stop_at;
         let timeout_err = || RpcError::Timeout(duration_ms(limits.evm_timeout));
 
         let payload = self.payload;

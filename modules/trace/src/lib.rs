@@ -21,7 +21,7 @@ use std::{sync::Arc, time::Duration};
 
 use alloy::rpc::types::trace::parity::TraceResults;
 use jsonrpsee::{core::async_trait, proc_macros::rpc};
-use simnode_api::{BlockParam, ModuleContext, RpcError, RpcLimits};
+use simnode_api::{offload, BlockParam, ModuleContext, RpcError, RpcLimits};
 use tokio::sync::Semaphore;
 
 pub use params::TraceCall;
@@ -124,12 +124,13 @@ impl TraceApiServer for Trace {
         let ctx = self.ctx.clone();
         let limits = self.limits.clone();
         let block = block.unwrap_or(BlockParam::LATEST);
-        tokio::task::spawn_blocking(move || {
-            let _slot = slot;
-            exec::trace_call_many(&ctx, &limits, calls, block, deadline)
-        })
-        .await
-        .map_err(|err| RpcError::internal(format!("tracing task failed: {err}")))?
+        let _slot = slot;
+        let inline_budget = ctx.limits.evm_inline_budget;
+        // Tracing has no side effects: a run stopped at the inline budget starts again on
+        // the blocking pool.
+        let run =
+            move |stop_at| exec::trace_call_many(&ctx, &limits, calls.clone(), block, stop_at);
+        offload::inline_then_blocking(inline_budget, deadline, run).await
     }
 }
 
