@@ -468,3 +468,69 @@ fn the_deadline_still_holds_after_a_restart_on_the_pool() {
         started.elapsed()
     );
 }
+
+// The system calls of a first simulated block are remembered per base block
+// (modules/simulate/src/system_calls.rs); these requests come after one that recorded them.
+
+const EMPTY_REQUESTS_HASH: &str =
+    "0xe3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+const HISTORY_CONTRACT: &str = "0x0000f90827f1c53a10cb7a02335b175320002935";
+
+fn remember_system_calls(sim: &Simulate) -> Value {
+    let resp = answer(sim, &request(json!({"blockStateCalls": [{}]})));
+    let block = ok_blocks(&resp)[0].clone();
+    assert_eq!(block["requestsHash"], EMPTY_REQUESTS_HASH, "{block}");
+    block
+}
+
+#[test]
+fn a_withdrawal_request_queued_by_a_call_is_dequeued_by_the_block() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    remember_system_calls(&sim);
+    // 48-byte validator key and 8-byte amount, with more than the EIP-7002 fee.
+    let data = format!("0x{}{}", "ab".repeat(48), "00".repeat(8));
+    let call = json!({"from": "0x7435ed30a8b4aeb0877cef0c6e8cffe834eb865f",
+        "to": "0x00000961ef480eb55e80d19ad83579a64c007002", "value": "0x3b9aca00", "input": data});
+    let resp = answer(
+        &sim,
+        &request(json!({"blockStateCalls": [{"calls": [call]}]})),
+    );
+    let block = &ok_blocks(&resp)[0];
+    assert_eq!(block["calls"][0]["status"], "0x1", "{block}");
+    assert_ne!(block["requestsHash"], EMPTY_REQUESTS_HASH, "{block}");
+}
+
+#[test]
+fn an_overridden_system_contract_runs_its_own_code() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let recorded = remember_system_calls(&sim);
+    // Called by the system address it stores its input (the parent hash) in slot 0; called by
+    // anyone else it returns slot 0.
+    let code = "0x3373fffffffffffffffffffffffffffffffffffffffe14602257\
+                5f545f5260205ff35b5f355f5500";
+    let payload = json!({"blockStateCalls": [{
+        "stateOverrides": {HISTORY_CONTRACT: {"code": code}},
+        "calls": [{"from": "0xc000000000000000000000000000000000000000", "to": HISTORY_CONTRACT}]
+    }]});
+    let resp = answer(&sim, &request(payload));
+    let block = &ok_blocks(&resp)[0];
+    assert_eq!(
+        block["calls"][0]["returnData"], block["parentHash"],
+        "{block}"
+    );
+    assert_ne!(block["stateRoot"], recorded["stateRoot"]);
+}
+
+#[test]
+fn a_precompile_moved_onto_a_system_contract_answers_its_call() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let recorded = remember_system_calls(&sim);
+    // The EIP-2935 call then reaches the identity precompile and stores nothing.
+    let payload = json!({"blockStateCalls": [{
+        "stateOverrides": {"0x0000000000000000000000000000000000000004":
+            {"movePrecompileToAddress": HISTORY_CONTRACT}}
+    }]});
+    let resp = answer(&sim, &request(payload));
+    let block = &ok_blocks(&resp)[0];
+    assert_ne!(block["stateRoot"], recorded["stateRoot"], "{block}");
+}

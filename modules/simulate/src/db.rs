@@ -16,6 +16,8 @@ use revm::{
 };
 use simnode_api::{AccountChange, ChainView, StateChanges, StateError, StateRef};
 
+use crate::system_calls::SystemCallMemo;
+
 /// Bases whose reads are kept (the head and a few before it).
 const BASES_KEPT: usize = 3;
 /// Entries kept per base, accounts and slots together; past this, reads go to the store.
@@ -32,6 +34,7 @@ struct SharedReads {
     hash: B256,
     accounts: RwLock<HashMap<Address, Option<AccountInfo>>>,
     storage: RwLock<HashMap<(Address, U256), U256>>,
+    system_calls: Arc<SystemCallMemo>,
 }
 
 impl SharedReads {
@@ -58,6 +61,7 @@ fn shared_reads(hash: B256) -> Arc<SharedReads> {
         hash,
         accounts: RwLock::new(HashMap::new()),
         storage: RwLock::new(HashMap::new()),
+        system_calls: Arc::default(),
     });
     bases.push(b.clone());
     b
@@ -94,6 +98,11 @@ impl BaseDb {
             simulated: Vec::new(),
             shared,
         }
+    }
+
+    /// System-call results shared with the other simulations on the same base block.
+    pub fn system_call_memo(&self) -> Option<Arc<SystemCallMemo>> {
+        self.shared.as_ref().map(|s| s.system_calls.clone())
     }
 
     /// Records the hash of the next simulated block.

@@ -10,6 +10,7 @@ mod db;
 mod inspector;
 mod precompiles;
 mod simulate;
+mod system_calls;
 pub mod types;
 
 use std::time::Instant;

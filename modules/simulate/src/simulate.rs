@@ -48,6 +48,7 @@ use crate::{
     db::{collect_changes, BaseDb, SimDb},
     inspector::SimInspector,
     precompiles::SimPrecompiles,
+    system_calls::{BlockEvm, SimEvm},
     types::{AccountOverride, BlockOverrides, SimulatePayload, StateOverride},
 };
 
@@ -158,6 +159,7 @@ impl Simulation<'_> {
             deadline,
             timeout_ms: duration_ms(limits.evm_timeout),
             touched: HashSet::new(),
+            overridden: false,
         };
 
         let mut parent: Header = base.inner().clone();
@@ -270,6 +272,9 @@ struct Runner<'a> {
     /// end up empty. An account emptied by an override alone stays, with its storage, as in
     /// geth (overrides are finalised without deleting empty objects).
     touched: HashSet<Address>,
+    /// Some block of the request has state overrides (no system-call results from the memo
+    /// after that; see [`BlockEvm`]).
+    overridden: bool,
 }
 
 /// One executed call, before the block hash is known.
@@ -360,6 +365,7 @@ impl Runner<'_> {
         let fork_precompiles = Precompiles::new(PrecompileSpecId::from_spec_id(self.base_spec));
         let mut precompiles = PrecompilesMap::from_static(fork_precompiles);
         if let Some(state_overrides) = &state_overrides {
+            self.overridden = true;
             apply_state_overrides(state_overrides, db, &mut precompiles)?;
             for address in state_overrides.keys() {
                 self.touched.remove(address);
@@ -368,6 +374,11 @@ impl Runner<'_> {
         let precompiles =
             SimPrecompiles::new(precompiles, fork_precompiles.addresses_set().clone());
 
+        let memo = if self.overridden {
+            None
+        } else {
+            db.db.system_call_memo()
+        };
         inspector.start_block();
         let ctx = Context::mainnet()
             .with_block(env.block_env)
@@ -386,7 +397,7 @@ impl Runner<'_> {
             precompiles,
             frame_stack: revm::context_interface::local::FrameStack::new(),
         };
-        let mut evm: SimEvm<'_, '_> = alloy_evm::EthEvm::new(inner, true);
+        let mut evm = BlockEvm::new(alloy_evm::EthEvm::new(inner, true), memo);
 
         let mut system = SystemCaller::new(spec);
         system
@@ -801,8 +812,6 @@ impl Runner<'_> {
         .map_err(RpcError::internal)
     }
 }
-
-type SimEvm<'db, 'i> = alloy_evm::EthEvm<&'db mut SimDb, &'i mut SimInspector, SimPrecompiles>;
 
 /// A call with its defaults filled in, ready for the EVM.
 struct PreparedCall {

@@ -1,0 +1,200 @@
+//! The block's system calls (EIP-2935 and EIP-4788 before the calls, EIP-7002 and EIP-7251
+//! after them), remembered per base block.
+//!
+//! Every simulated block makes these four calls, and for the first block of a request they
+//! read nothing but the base state: on a busy head every request repeats the same four
+//! executions (about a tenth of a one-transfer simulation). A call's result depends only on
+//! its inputs, the block environment and the accounts it loads, so when none of those
+//! accounts has been changed by the simulation so far, the result recorded for the same
+//! inputs on the same base block is the result. Anything else runs the call.
+//!
+//! alloy-evm's `SystemCaller` still decides which calls a block makes and what their results
+//! mean; [`BlockEvm`] only answers its `transact_system_call`.
+
+use std::{
+    collections::HashMap,
+    ops::{Deref, DerefMut},
+    sync::{Arc, RwLock},
+};
+
+use alloy::primitives::{Address, Bytes};
+use alloy_evm::{eth::EthEvm, Evm, EvmEnv};
+use revm::{
+    context::{BlockEnv, CfgEnv, TxEnv},
+    context_interface::result::{EVMError, HaltReason, ResultAndState},
+    primitives::hardfork::SpecId,
+    state::EvmState,
+};
+use simnode_api::StateError;
+
+use crate::{db::SimDb, inspector::SimInspector, precompiles::SimPrecompiles};
+
+/// Results kept per base block; a request with unusual block overrides adds one per call, and
+/// past this they are no longer kept.
+const MAX_RESULTS: usize = 1024;
+
+/// What a system call's result can depend on, besides the state it loads.
+#[derive(PartialEq, Eq, Hash)]
+struct CallKey {
+    caller: Address,
+    contract: Address,
+    data: Bytes,
+    block: BlockEnv,
+    spec: SpecId,
+    disable_nonce_check: bool,
+    disable_base_fee: bool,
+}
+
+/// System-call results on one base block (held with the base block's shared reads, so a new
+/// head starts afresh).
+#[derive(Debug, Default)]
+pub struct SystemCallMemo {
+    results: RwLock<HashMap<CallKey, Arc<ResultAndState<HaltReason>>>>,
+}
+
+impl std::fmt::Debug for CallKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallKey")
+            .field("contract", &self.contract)
+            .field("number", &self.block.number)
+            .finish()
+    }
+}
+
+impl SystemCallMemo {
+    fn get(&self, key: &CallKey) -> Option<Arc<ResultAndState<HaltReason>>> {
+        self.results.read().ok()?.get(key).cloned()
+    }
+
+    fn insert(&self, key: CallKey, result: ResultAndState<HaltReason>) {
+        if let Ok(mut results) = self.results.write() {
+            if results.len() < MAX_RESULTS {
+                results.insert(key, Arc::new(result));
+            }
+        }
+    }
+}
+
+pub type SimEvm<'db, 'i> = EthEvm<&'db mut SimDb, &'i mut SimInspector, SimPrecompiles>;
+
+/// The EVM of one simulated block: the simulation's EVM, whose system calls are answered from
+/// the base block's [`SystemCallMemo`] when they can be.
+pub struct BlockEvm<'db, 'i> {
+    evm: SimEvm<'db, 'i>,
+    /// `None` once the request has overridden state (an override can move a precompile, which
+    /// the accounts a call loads do not show).
+    memo: Option<Arc<SystemCallMemo>>,
+}
+
+impl<'db, 'i> BlockEvm<'db, 'i> {
+    pub fn new(evm: SimEvm<'db, 'i>, memo: Option<Arc<SystemCallMemo>>) -> Self {
+        Self { evm, memo }
+    }
+
+    /// Whether every account in `state` is still as the base block has it: the simulation has
+    /// not loaded it (the cache loads an account on its first read and keeps every write), so
+    /// a call loading these accounts reads exactly what it read on the base.
+    fn untouched_by_simulation(&self, state: &EvmState) -> bool {
+        let cache = &self.evm.db().cache.accounts;
+        state.keys().all(|address| !cache.contains_key(address))
+    }
+}
+
+impl<'db, 'i> Deref for BlockEvm<'db, 'i> {
+    type Target = SimEvm<'db, 'i>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.evm
+    }
+}
+
+impl DerefMut for BlockEvm<'_, '_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.evm
+    }
+}
+
+impl<'db, 'i> Evm for BlockEvm<'db, 'i> {
+    type DB = &'db mut SimDb;
+    type Tx = TxEnv;
+    type Error = EVMError<StateError>;
+    type HaltReason = HaltReason;
+    type Spec = SpecId;
+    type BlockEnv = BlockEnv;
+    type Precompiles = SimPrecompiles;
+    type Inspector = &'i mut SimInspector;
+
+    fn block(&self) -> &BlockEnv {
+        self.evm.block()
+    }
+
+    fn cfg_env(&self) -> &CfgEnv<SpecId> {
+        self.evm.cfg_env()
+    }
+
+    fn chain_id(&self) -> u64 {
+        self.evm.chain_id()
+    }
+
+    fn transact_raw(&mut self, tx: TxEnv) -> Result<ResultAndState<HaltReason>, Self::Error> {
+        self.evm.transact_raw(tx)
+    }
+
+    fn transact_system_call(
+        &mut self,
+        caller: Address,
+        contract: Address,
+        data: Bytes,
+    ) -> Result<ResultAndState<HaltReason>, Self::Error> {
+        let Some(memo) = self.memo.clone() else {
+            return self.evm.transact_system_call(caller, contract, data);
+        };
+        let cfg = self.evm.cfg_env();
+        let key = CallKey {
+            caller,
+            contract,
+            data: data.clone(),
+            block: self.evm.block().clone(),
+            spec: cfg.spec,
+            disable_nonce_check: cfg.disable_nonce_check,
+            disable_base_fee: cfg.disable_base_fee,
+        };
+        if let Some(known) = memo.get(&key) {
+            if self.untouched_by_simulation(&known.state) {
+                return Ok((*known).clone());
+            }
+        }
+        // The accounts a system call can load, and which of them the simulation has not
+        // loaded yet (the call itself loads them into the cache, so this is asked before).
+        let cache = &self.evm.db().cache.accounts;
+        let unloaded: Vec<Address> = [caller, contract, key.block.beneficiary]
+            .into_iter()
+            .filter(|address| !cache.contains_key(address))
+            .collect();
+        let result = self.evm.transact_system_call(caller, contract, data)?;
+        if result
+            .state
+            .keys()
+            .all(|address| unloaded.contains(address))
+        {
+            memo.insert(key, result.clone());
+        }
+        Ok(result)
+    }
+
+    fn finish(self) -> (Self::DB, EvmEnv<SpecId>) {
+        self.evm.finish()
+    }
+
+    fn set_inspector_enabled(&mut self, enabled: bool) {
+        self.evm.set_inspector_enabled(enabled);
+    }
+
+    fn components(&self) -> (&Self::DB, &Self::Inspector, &Self::Precompiles) {
+        self.evm.components()
+    }
+
+    fn components_mut(&mut self) -> (&mut Self::DB, &mut Self::Inspector, &mut Self::Precompiles) {
+        self.evm.components_mut()
+    }
+}
