@@ -7,6 +7,7 @@
 pub mod codec;
 mod proof;
 mod root_cache;
+mod snapshot;
 mod state;
 pub mod trie;
 mod view;
@@ -130,6 +131,7 @@ pub struct Store {
     db: Arc<Database>,
     head: RwLock<ChainHead>,
     spec: Arc<ChainSpec>,
+    snapshots: snapshot::Snapshots,
 }
 
 impl std::fmt::Debug for Store {
@@ -161,6 +163,7 @@ impl Store {
                     db: Arc::new(Database::create(&fresh)?),
                     head: RwLock::new(ChainHead::default()),
                     spec: spec.clone(),
+                    snapshots: Default::default(),
                 };
                 let alloc =
                     alloc.ok_or_else(|| StoreError::NoGenesisAlloc(store.spec.name.clone()))?;
@@ -180,6 +183,7 @@ impl Store {
             db: Arc::new(db),
             head: RwLock::new(ChainHead::default()),
             spec,
+            snapshots: Default::default(),
         };
         let genesis_hash = store.spec.genesis_header.hash();
         match store.canonical_hash_raw(0)? {
@@ -259,7 +263,7 @@ impl Store {
             let mut meta = tx.open_table(META)?;
             meta.insert(META_HEAD, 0)?;
         }
-        tx.commit()?;
+        self.commit(tx)?;
         Ok(())
     }
 
@@ -296,7 +300,7 @@ impl Store {
             let mut meta = tx.open_table(META)?;
             meta.insert(META_HEAD, number)?;
         }
-        tx.commit()?;
+        self.commit(tx)?;
         self.head.write().unwrap_or_else(|e| e.into_inner()).latest = number;
         Ok(())
     }
@@ -356,7 +360,7 @@ impl Store {
                 meta.insert(META_FINALIZED, f)?;
             }
         }
-        tx.commit()?;
+        self.commit(tx)?;
         let mut head = self.head.write().unwrap_or_else(|e| e.into_inner());
         if safe.is_some() {
             head.safe = safe;
@@ -384,17 +388,15 @@ impl Store {
     }
 
     pub fn header_raw(&self, number: u64) -> Result<Option<Sealed<Header>>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let headers = tx.open_table(HEADERS)?;
-        let Some(bytes) = headers.get(number)? else {
+        let snapshot = self.snapshot()?;
+        let Some(bytes) = snapshot.headers.get(number)? else {
             return Ok(None);
         };
         let header = Header::decode(&mut bytes.value())
             .map_err(|e| StoreError::Corrupt(format!("header {number}: {e}")))?;
         // The canonical table holds the hash already; re-hashing every read showed up in
         // profiles of the RPC methods.
-        let canonical = tx.open_table(CANONICAL)?;
-        let hash = match canonical.get(number)? {
+        let hash = match snapshot.canonical.get(number)? {
             Some(h) => B256::from_slice(h.value()),
             None => return Ok(Some(header.seal_slow())),
         };
@@ -437,7 +439,7 @@ impl Store {
                 encode_side(header, body).as_slice(),
             )?;
         }
-        tx.commit()?;
+        self.commit(tx)?;
         Ok(())
     }
 
@@ -467,7 +469,7 @@ impl Store {
     pub fn remove_side_block(&self, hash: &B256) -> Result<(), StoreError> {
         let tx = self.db.begin_write()?;
         tx.open_table(SIDE_BLOCKS)?.remove(hash.as_slice())?;
-        tx.commit()?;
+        self.commit(tx)?;
         Ok(())
     }
 
@@ -542,13 +544,26 @@ impl Store {
                 meta.insert(META_SAFE, target)?;
             }
         }
-        tx.commit()?;
+        self.commit(tx)?;
         self.reload_head()?;
         Ok(unwound)
     }
 
     pub(crate) fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// The current read snapshot (see [`snapshot::Snapshots`]).
+    pub(crate) fn snapshot(&self) -> Result<Arc<snapshot::Snapshot>, StoreError> {
+        self.snapshots.get(&self.db)
+    }
+
+    /// Every write of the store commits here, so that no reader is handed a snapshot from
+    /// before it.
+    fn commit(&self, tx: WriteTransaction) -> Result<(), StoreError> {
+        tx.commit()?;
+        self.snapshots.committed();
+        Ok(())
     }
 }
 

@@ -26,7 +26,7 @@ use alloy_trie::{
     nodes::{BranchNodeRef, ExtensionNodeRef, LeafNodeRef, RlpNode},
     Nibbles, TrieMask, EMPTY_ROOT_HASH,
 };
-use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
+use redb::{ReadTransaction, ReadableTable};
 use simnode_api::StateChanges;
 
 #[cfg(doc)]
@@ -34,7 +34,7 @@ use super::hashed_overlay;
 use super::{
     codec::{hash_address, hash_slot, storage_key, StoredAccount},
     trie::{self, EmptySource, HashedOverlay, StorageOverlay},
-    Store, StoreError, ACCOUNTS, CANONICAL, META, META_HEAD, STORAGE,
+    Store, StoreError, ACCOUNTS, STORAGE,
 };
 
 /// Heads kept (the current one and a few before it, for requests still running on them).
@@ -386,29 +386,24 @@ impl Store {
     /// [`Store::state_root_with`], answered from the cached tries of the head when `base` is
     /// the head.
     pub fn state_root_on(&self, base: u64, changes: &StateChanges) -> Result<B256, StoreError> {
-        let tx = self.db().begin_read()?;
-        let head = tx
-            .open_table(META)?
-            .get(META_HEAD)?
-            .map(|v| v.value())
-            .unwrap_or(0);
-        if head != base {
-            drop(tx);
+        let snapshot = self.snapshot()?;
+        if snapshot.head != base {
+            drop(snapshot);
             return self.state_root_with(base, changes);
         }
-        let Some(hash) = tx
-            .open_table(CANONICAL)?
+        let Some(hash) = snapshot
+            .canonical
             .get(base)?
             .map(|v| B256::from_slice(v.value()))
         else {
-            drop(tx);
+            drop(snapshot);
             return self.state_root_with(base, changes);
         };
         let tries = match cached_head(&hash) {
             Some(t) => t,
-            None => keep_head(Arc::new(build_head(&tx, hash)?)),
+            None => keep_head(Arc::new(build_head(&snapshot.tx, hash)?)),
         };
-        root_with_changes(&tx, &tries, changes)
+        root_with_changes(&snapshot.tx, &tries, changes)
     }
 }
 

@@ -2,7 +2,7 @@
 //! blocks after it. A value's history entry at block B holds what it was before B, so the value
 //! after block N is the first history entry with B > N, or the current value if none.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use alloy::primitives::{Address, B256, U256};
 use redb::{ReadOnlyTable, ReadTransaction};
@@ -18,17 +18,35 @@ use super::{
 
 type Table = ReadOnlyTable<&'static [u8], &'static [u8]>;
 
-/// The state after block `number`, read from one database snapshot.
-pub struct HistoricalState {
-    number: u64,
-    /// Whether blocks after `number` exist in the snapshot (else history can be skipped).
-    historical: bool,
+/// The tables the state is read from, opened on one database snapshot.
+pub(crate) struct StateTables {
     accounts: Table,
     storage: Table,
     code: Table,
     account_history: Table,
     storage_history: Table,
     canonical: ReadOnlyTable<u64, &'static [u8]>,
+}
+
+impl StateTables {
+    pub(crate) fn open(tx: &ReadTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            accounts: tx.open_table(ACCOUNTS)?,
+            storage: tx.open_table(STORAGE)?,
+            code: tx.open_table(CODE)?,
+            account_history: tx.open_table(ACCOUNT_HISTORY)?,
+            storage_history: tx.open_table(STORAGE_HISTORY)?,
+            canonical: tx.open_table(CANONICAL)?,
+        })
+    }
+}
+
+/// The state after block `number`, read from one database snapshot.
+pub struct HistoricalState {
+    number: u64,
+    /// Whether blocks after `number` exist in the snapshot (else history can be skipped).
+    historical: bool,
+    tables: Arc<StateTables>,
 }
 
 impl std::fmt::Debug for HistoricalState {
@@ -40,17 +58,13 @@ impl std::fmt::Debug for HistoricalState {
 }
 
 impl HistoricalState {
-    pub(crate) fn new(tx: &ReadTransaction, number: u64, latest: u64) -> Result<Self, StoreError> {
-        Ok(Self {
+    /// `latest` is the head block of the snapshot the tables were opened on.
+    pub(crate) fn new(tables: Arc<StateTables>, number: u64, latest: u64) -> Self {
+        Self {
             number,
             historical: number < latest,
-            accounts: tx.open_table(ACCOUNTS)?,
-            storage: tx.open_table(STORAGE)?,
-            code: tx.open_table(CODE)?,
-            account_history: tx.open_table(ACCOUNT_HISTORY)?,
-            storage_history: tx.open_table(STORAGE_HISTORY)?,
-            canonical: tx.open_table(CANONICAL)?,
-        })
+            tables,
+        }
     }
 
     pub fn account(&self, address: &Address) -> Result<Option<StoredAccount>, StoreError> {
@@ -59,6 +73,7 @@ impl HistoricalState {
             let from: [u8; 40] = history_key(hashed.as_slice(), self.number + 1);
             let to: [u8; 40] = history_key(hashed.as_slice(), u64::MAX);
             if let Some(entry) = self
+                .tables
                 .account_history
                 .range(from.as_slice()..=to.as_slice())?
                 .next()
@@ -68,6 +83,7 @@ impl HistoricalState {
             }
         }
         Ok(self
+            .tables
             .accounts
             .get(hashed.as_slice())?
             .and_then(|v| StoredAccount::decode(v.value())))
@@ -79,6 +95,7 @@ impl HistoricalState {
             let from: [u8; 72] = history_key(&key, self.number + 1);
             let to: [u8; 72] = history_key(&key, u64::MAX);
             if let Some(entry) = self
+                .tables
                 .storage_history
                 .range(from.as_slice()..=to.as_slice())?
                 .next()
@@ -88,6 +105,7 @@ impl HistoricalState {
             }
         }
         Ok(self
+            .tables
             .storage
             .get(key.as_slice())?
             .map_or(U256::ZERO, |v| U256::from_be_slice(v.value())))
@@ -106,7 +124,12 @@ impl DatabaseRef for HistoricalState {
     }
 
     fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
-        match self.code.get(code_hash.as_slice()).map_err(state_err)? {
+        match self
+            .tables
+            .code
+            .get(code_hash.as_slice())
+            .map_err(state_err)?
+        {
             Some(v) => {
                 let raw = alloy::primitives::Bytes::copy_from_slice(v.value());
                 // Stored code came out of execution, so it decodes; a damaged entry is served as
@@ -129,6 +152,7 @@ impl DatabaseRef for HistoricalState {
             return Ok(B256::ZERO);
         }
         Ok(self
+            .tables
             .canonical
             .get(number)
             .map_err(state_err)?

@@ -13,8 +13,7 @@ use simnode_api::{
 };
 
 use super::{
-    HistoricalState, Store, StoreError, BODIES, CANONICAL, META, META_HEAD, RECEIPTS, SENDERS,
-    TX_INDEX,
+    HistoricalState, Store, StoreError, BODIES, META, META_HEAD, RECEIPTS, SENDERS, TX_INDEX,
 };
 
 impl From<StoreError> for RpcError {
@@ -64,11 +63,15 @@ impl Store {
     }
 
     pub fn state_after(&self, number: u64) -> Result<HistoricalState, StoreError> {
-        let tx = self.db().begin_read()?;
+        let snapshot = self.snapshot()?;
         // The head as this snapshot has it: with reorgs the in-memory head can move either way
         // between the snapshot and a read of it, and only the snapshot's own head says which
         // tables hold the current state.
-        HistoricalState::new(&tx, number, snapshot_head(&tx)?.max(number))
+        Ok(HistoricalState::new(
+            snapshot.state.clone(),
+            number,
+            snapshot.head.max(number),
+        ))
     }
 }
 
@@ -86,9 +89,9 @@ impl ChainView for Store {
     }
 
     fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
-        let tx = self.db().begin_read().map_err(StoreError::from)?;
-        let table = tx.open_table(CANONICAL).map_err(StoreError::from)?;
-        let hash = table
+        let snapshot = self.snapshot()?;
+        let hash = snapshot
+            .canonical
             .get(number)
             .map_err(StoreError::from)?
             .map(|v| B256::from_slice(v.value()));
