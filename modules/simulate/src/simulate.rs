@@ -159,7 +159,7 @@ impl Simulation<'_> {
             deadline,
             timeout_ms: duration_ms(limits.evm_timeout),
             touched: HashSet::new(),
-            overridden: false,
+            precompiles_changed: false,
         };
 
         let mut parent: Header = base.inner().clone();
@@ -272,9 +272,10 @@ struct Runner<'a> {
     /// end up empty. An account emptied by an override alone stays, with its storage, as in
     /// geth (overrides are finalised without deleting empty objects).
     touched: HashSet<Address>,
-    /// Some block of the request has state overrides (no system-call results from the memo
-    /// after that; see [`BlockEvm`]).
-    overridden: bool,
+    /// A state override of the request has moved or replaced a precompile: no system-call
+    /// results from the memo after that, as the accounts a call loads do not show which code
+    /// answers at an address (see [`BlockEvm`]). Overridden accounts do show: they are loaded.
+    precompiles_changed: bool,
 }
 
 /// One executed call, before the block hash is known.
@@ -365,7 +366,9 @@ impl Runner<'_> {
         let fork_precompiles = Precompiles::new(PrecompileSpecId::from_spec_id(self.base_spec));
         let mut precompiles = PrecompilesMap::from_static(fork_precompiles);
         if let Some(state_overrides) = &state_overrides {
-            self.overridden = true;
+            self.precompiles_changed |= state_overrides.iter().any(|(address, account)| {
+                account.move_precompile_to_address.is_some() || precompiles.get(address).is_some()
+            });
             apply_state_overrides(state_overrides, db, &mut precompiles)?;
             for address in state_overrides.keys() {
                 self.touched.remove(address);
@@ -374,7 +377,7 @@ impl Runner<'_> {
         let precompiles =
             SimPrecompiles::new(precompiles, fork_precompiles.addresses_set().clone());
 
-        let memo = if self.overridden {
+        let memo = if self.precompiles_changed {
             None
         } else {
             db.db.system_call_memo()

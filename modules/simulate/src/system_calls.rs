@@ -81,8 +81,9 @@ pub type SimEvm<'db, 'i> = EthEvm<&'db mut SimDb, &'i mut SimInspector, SimPreco
 /// the base block's [`SystemCallMemo`] when they can be.
 pub struct BlockEvm<'db, 'i> {
     evm: SimEvm<'db, 'i>,
-    /// `None` once the request has overridden state (an override can move a precompile, which
-    /// the accounts a call loads do not show).
+    /// `None` once the request has moved or replaced a precompile (which the accounts a call
+    /// loads do not show); overridden accounts are in the cache and so never count as
+    /// untouched.
     memo: Option<Arc<SystemCallMemo>>,
 }
 
