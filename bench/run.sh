@@ -24,6 +24,8 @@
 #   BENCH_TOOLS         npm tools cache                         (default: target/bench-tools)
 #   BENCH_OUT           where logs, payloads and wrk outputs go (default: target/bench-out/<date>)
 #   BENCH_RESULTS       also write the markdown report to this file
+#   BENCH_ROUNDS        rounds of every case (default: 1); with more, each row is the round with the median
+#                       ratio (median req/s for the execution-apis cases) and shows the range over the rounds
 #   BENCH_SKIP_BUILD=1  use target/release/simnode as it is
 set -euo pipefail
 
@@ -33,6 +35,8 @@ KIT="${BENCH_KIT:-$SHARED/bench}"
 EAPIS="${BENCH_EXECUTION_APIS:-$SHARED/conformance/execution-apis}"
 TRACE_PAYLOADS="${BENCH_TRACE_PAYLOADS:-$ROOT/modules/trace/bench}"
 DUR="${BENCH_DURATION:-8}"
+ROUNDS="${BENCH_ROUNDS:-1}"
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "[bench] error: BENCH_ROUNDS must be a positive integer" >&2; exit 1; }
 read -r -a CONNS <<< "${BENCH_CONNS:-1 16}"
 DEV_CASES="${BENCH_DEV_CASES-e_blockNumber a_simulate_transfer b_simulate_trace3 d_getBlockReceipts50 c_trace_callMany2}"
 HIVE_CASES="${BENCH_HIVE_CASES-hive_trace_callMany2_statediff hive_trace_callMany10_statediff hive_trace_callMany_nested3 hive_getBlockReceipts_block2}"
@@ -180,7 +184,7 @@ cp "$TRACE_PAYLOADS"/*.json "$OUT/kit-hive/payloads/" 2>/dev/null || log "no tra
 # ---------------------------------------------------------------------------------------------
 # runs
 # ---------------------------------------------------------------------------------------------
-RESULTS="$OUT/results.tsv"   # node case conns rps p50 p99 rpc_errors socket_errors avg_bytes
+RESULTS="$OUT/results.tsv"   # node case conns rps p50 p99 rpc_errors socket_errors avg_bytes round
 : > "$RESULTS"
 
 # run_one NODE URL KITDIR CASE CONNS
@@ -194,9 +198,9 @@ run_one() {
   rerr=$(sed -n 's/.*rpc_errors=\([0-9]*\).*/\1/p' <<< "$line")
   serr=$(sed -n 's/.*socket_errors=\([0-9]*\).*/\1/p' <<< "$line")
   bytes=$(sed -n 's/.*avg_resp_bytes=\([0-9]*\).*/\1/p' <<< "$line")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$4" "$5" "${rps:-0}" "${p50:--}" "${p99:--}" \
-    "${rerr:--}" "${serr:--}" "${bytes:--}" >> "$RESULTS"
-  log "$(printf '%-8s %-34s c=%-3s %s' "$1" "$4" "$5" "${line:-FAILED}" | cut -c1-200)"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$4" "$5" "${rps:-0}" "${p50:--}" "${p99:--}" \
+    "${rerr:--}" "${serr:--}" "${bytes:--}" "$ROUND" >> "$RESULTS"
+  log "$(printf 'round %s %-8s %-34s c=%-3s %s' "$ROUND" "$1" "$4" "$5" "${line:-FAILED}" | cut -c1-200)"
 }
 
 # the anvil stand-in for a case simnode serves and anvil does not
@@ -205,20 +209,22 @@ anvil_case() { case "$1" in c_trace_callMany2) echo c2_batch_debug_traceCall2 ;;
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date +%s)
 flip=0
-for c in $DEV_CASES; do
-  for n in "${CONNS[@]}"; do
-    if [ $flip = 0 ]; then
-      run_one simnode "$SN_URL" "$OUT/kit-simnode" "$c" "$n"
-      run_one anvil "$AV_URL" "$OUT/kit-anvil" "$(anvil_case "$c")" "$n"
-    else
-      run_one anvil "$AV_URL" "$OUT/kit-anvil" "$(anvil_case "$c")" "$n"
-      run_one simnode "$SN_URL" "$OUT/kit-simnode" "$c" "$n"
-    fi
-    flip=$((1 - flip))
+for ROUND in $(seq 1 "$ROUNDS"); do
+  for c in $DEV_CASES; do
+    for n in "${CONNS[@]}"; do
+      if [ $flip = 0 ]; then
+        run_one simnode "$SN_URL" "$OUT/kit-simnode" "$c" "$n"
+        run_one anvil "$AV_URL" "$OUT/kit-anvil" "$(anvil_case "$c")" "$n"
+      else
+        run_one anvil "$AV_URL" "$OUT/kit-anvil" "$(anvil_case "$c")" "$n"
+        run_one simnode "$SN_URL" "$OUT/kit-simnode" "$c" "$n"
+      fi
+      flip=$((1 - flip))
+    done
   done
-done
-for c in $HIVE_CASES; do
-  for n in "${CONNS[@]}"; do run_one simnode-hive "$HV_URL" "$OUT/kit-hive" "$c" "$n"; done
+  for c in $HIVE_CASES; do
+    for n in "${CONNS[@]}"; do run_one simnode-hive "$HV_URL" "$OUT/kit-hive" "$c" "$n"; done
+  done
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 ELAPSED=$(( $(date +%s) - START ))
@@ -229,8 +235,29 @@ RSS_SN=$(hwm "$SN_PID"); RSS_AV=$(hwm "$AV_PID"); RSS_HV=$([ -n "$HV_PID" ] && h
 # ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
-get() { # NODE CASE CONNS FIELD(4..9)
-  awk -F'\t' -v n="$1" -v c="$2" -v k="$3" -v f="$4" '$1 == n && $2 == c && $3 == k { print $f; exit }' "$RESULTS"
+get() { # NODE CASE CONNS FIELD(4..9) [ROUND, default 1]
+  awk -F'\t' -v n="$1" -v c="$2" -v k="$3" -v f="$4" -v r="${5:-1}" \
+    '$1 == n && $2 == c && $3 == k && $10 == r { print $f; exit }' "$RESULTS"
+}
+# The round to report for a row, and the range over all rounds: "ROUND LOW HIGH". With two
+# nodes (NODE2 set) the value is NODE's req/s over NODE2's, else NODE's req/s; the reported
+# round is the one with the median value (the lower middle one for an even count).
+pick_round() { # NODE CASE CONNS [NODE2 CASE2]
+  awk -F'\t' -v n="$1" -v c="$2" -v k="$3" -v n2="${4:-}" -v c2="${5:-}" '
+    $1 == n && $2 == c && $3 == k { mine[$10] = $4 }
+    n2 != "" && $1 == n2 && $2 == c2 && $3 == k { theirs[$10] = $4 }
+    END {
+      m = 0
+      for (r in mine) {
+        if (n2 != "") { if (!(r in theirs) || theirs[r] <= 0) continue; v = mine[r] / theirs[r] } else v = mine[r]
+        m++; val[m] = v; rnd[m] = r
+      }
+      if (m == 0) { print "1 - -"; exit }
+      for (i = 2; i <= m; i++) for (j = i; j > 1 && val[j] < val[j-1]; j--) {
+        t = val[j]; val[j] = val[j-1]; val[j-1] = t; t = rnd[j]; rnd[j] = rnd[j-1]; rnd[j-1] = t
+      }
+      print rnd[int((m + 1) / 2)], val[1], val[m]
+    }' "$RESULTS"
 }
 fmt_rps() { [ -n "$1" ] && awk -v x="$1" 'BEGIN { if (x == 0) printf "failed"; else if (x >= 100) printf "%.0f", x; else printf "%.1f", x }' || echo "-"; }
 label() {
@@ -255,8 +282,8 @@ target() { # CASE CONNS -> "ratio:X" | "rps:X" | ""
     *) echo "" ;;
   esac
 }
-errs() { # NODE CASE CONNS
-  local r s; r=$(get "$1" "$2" "$3" 7); s=$(get "$1" "$2" "$3" 8)
+errs() { # NODE CASE CONNS ROUND
+  local r s; r=$(get "$1" "$2" "$3" 7 "$4"); s=$(get "$1" "$2" "$3" 8 "$4")
   [ -z "$r" ] && { echo "-"; return; }
   if [ "$s" = 0 ] || [ -z "$s" ]; then echo "$r"; else echo "$r (+$s socket)"; fi
 }
@@ -267,31 +294,43 @@ report() {
   echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before/after the runs: $LOAD_BEFORE / $LOAD_AFTER."
   echo "simnode release binary of $(date -u -r "$SIMNODE" '+%Y-%m-%d %H:%M UTC') (tree at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ', with uncommitted changes')), anvil $("$ANVIL" --version | head -1 | awk '{print $3}'); wrk -t1, ${DUR} s per run, kit: \`bench.sh\` of the shared load kit; nodes alternate run by run; ${ELAPSED} s of runs."
   echo
+  if [ "$ROUNDS" -gt 1 ]; then
+    echo "$ROUNDS rounds of every case; each row is the round with the median ratio (for the execution-apis cases the"
+    echo "median req/s), and the range is over all rounds."
+    echo
+  fi
   echo "| case | conns | simnode req/s | anvil req/s | ratio | target | simnode p50 / p99 ms | anvil p50 / p99 ms | errors simnode / anvil |"
   echo "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |"
-  local c n s a ratio t tgt met
+  local c n s a ratio t tgt met r lo hi range
   for c in $DEV_CASES; do
     for n in "${CONNS[@]}"; do
-      s=$(get simnode "$c" "$n" 4); a=$(get anvil "$(anvil_case "$c")" "$n" 4)
+      read -r r lo hi <<< "$(pick_round simnode "$c" "$n" anvil "$(anvil_case "$c")")"
+      s=$(get simnode "$c" "$n" 4 "$r"); a=$(get anvil "$(anvil_case "$c")" "$n" 4 "$r")
       ratio=$(awk -v s="$s" -v a="$a" 'BEGIN { if (s != "" && a != "" && a > 0) printf "%.2fx", s / a; else print "-" }')
+      range=""
+      [ "$ROUNDS" -gt 1 ] && [ "$lo" != - ] && range=$(awk -v l="$lo" -v h="$hi" 'BEGIN { printf " (%.2f-%.2fx)", l, h }')
       t=$(target "$c" "$n"); tgt="-"
       if [ "${t%%:*}" = ratio ]; then
         met=$(awk -v s="$s" -v a="$a" -v k="${t#*:}" 'BEGIN { print (a > 0 && s / a >= k) ? "met" : "MISSED" }')
         tgt=">= ${t#*:}x anvil: $met"
       fi
+      ratio="$ratio$range"
       [ "$c" = c_trace_callMany2 ] && ratio="(not the same method)"
-      echo "| $(label "$c") | $n | $(fmt_rps "$s") | $(fmt_rps "$a") | $ratio | $tgt | $(get simnode "$c" "$n" 5) / $(get simnode "$c" "$n" 6) | $(get anvil "$(anvil_case "$c")" "$n" 5) / $(get anvil "$(anvil_case "$c")" "$n" 6) | $(errs simnode "$c" "$n") / $(errs anvil "$(anvil_case "$c")" "$n") |"
+      echo "| $(label "$c") | $n | $(fmt_rps "$s") | $(fmt_rps "$a") | $ratio | $tgt | $(get simnode "$c" "$n" 5 "$r") / $(get simnode "$c" "$n" 6 "$r") | $(get anvil "$(anvil_case "$c")" "$n" 5 "$r") / $(get anvil "$(anvil_case "$c")" "$n" 6 "$r") | $(errs simnode "$c" "$n" "$r") / $(errs anvil "$(anvil_case "$c")" "$n" "$r") |"
     done
   done
   for c in $HIVE_CASES; do
     for n in "${CONNS[@]}"; do
-      s=$(get simnode-hive "$c" "$n" 4); t=$(target "$c" "$n"); tgt="-"
+      read -r r lo hi <<< "$(pick_round simnode-hive "$c" "$n")"
+      s=$(get simnode-hive "$c" "$n" 4 "$r"); t=$(target "$c" "$n"); tgt="-"
       if [ "${t%%:*}" = rps ]; then
         met=$(awk -v s="$s" -v k="${t#*:}" 'BEGIN { print (s > k) ? "met" : "MISSED" }')
         tgt="> ${t#*:} (reth, kit README): $met"
       fi
       case "$c" in *trace*) a="(no trace_callMany)" ;; *) a="(not run: other chain)" ;; esac
-      echo "| $(label "$c") | $n | $(fmt_rps "$s") | $a | - | $tgt | $(get simnode-hive "$c" "$n" 5) / $(get simnode-hive "$c" "$n" 6) | - | $(errs simnode-hive "$c" "$n") / - |"
+      range="-"
+      [ "$ROUNDS" -gt 1 ] && [ "$lo" != - ] && range=$(awk -v l="$lo" -v h="$hi" 'BEGIN { printf "(%.0f-%.0f req/s)", l, h }')
+      echo "| $(label "$c") | $n | $(fmt_rps "$s") | $a | $range | $tgt | $(get simnode-hive "$c" "$n" 5 "$r") / $(get simnode-hive "$c" "$n" 6 "$r") | - | $(errs simnode-hive "$c" "$n" "$r") / - |"
     done
   done
   echo
