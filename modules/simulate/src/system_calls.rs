@@ -4,9 +4,10 @@
 //! Every simulated block makes these four calls, and for the first block of a request they
 //! read nothing but the base state: on a busy head every request repeats the same four
 //! executions (about a tenth of a one-transfer simulation). A call's result depends only on
-//! its inputs, the block environment and the accounts it loads, so when none of those
-//! accounts has been changed by the simulation so far, the result recorded for the same
-//! inputs on the same base block is the result. Anything else runs the call.
+//! its inputs, the block environment, the accounts it loads and the code at their addresses,
+//! so while the simulation has not loaded any of those accounts (they still hold the base
+//! state) and no precompile was moved, the result recorded for the same inputs on the same
+//! base block is the result. Anything else runs the call.
 //!
 //! alloy-evm's `SystemCaller` still decides which calls a block makes and what their results
 //! mean; [`BlockEvm`] only answers its `transact_system_call`.
