@@ -69,46 +69,49 @@ impl HistoricalState {
 
     pub fn account(&self, address: &Address) -> Result<Option<StoredAccount>, StoreError> {
         let hashed = hash_address(address);
-        if self.historical {
-            let from: [u8; 40] = history_key(hashed.as_slice(), self.number + 1);
-            let to: [u8; 40] = history_key(hashed.as_slice(), u64::MAX);
-            if let Some(entry) = self
-                .tables
-                .account_history
-                .range(from.as_slice()..=to.as_slice())?
-                .next()
-            {
-                let (_, v) = entry?;
-                return Ok(StoredAccount::decode(v.value()));
-            }
-        }
+        let tables = &self.tables;
         Ok(self
-            .tables
-            .accounts
-            .get(hashed.as_slice())?
-            .and_then(|v| StoredAccount::decode(v.value())))
+            .value_after::<40, _>(
+                &tables.account_history,
+                &tables.accounts,
+                hashed.as_slice(),
+                StoredAccount::decode,
+            )?
+            .flatten())
     }
 
     pub fn storage_value(&self, address: &Address, slot: &U256) -> Result<U256, StoreError> {
         let key = storage_key(&hash_address(address), &hash_slot(slot));
+        let tables = &self.tables;
+        Ok(self
+            .value_after::<72, _>(
+                &tables.storage_history,
+                &tables.storage,
+                &key,
+                U256::from_be_slice,
+            )?
+            .unwrap_or(U256::ZERO))
+    }
+
+    /// The value of `key` after block `number`: its first history entry from a later block
+    /// (what it was before that block), else the current value. `N` is the length of a history
+    /// key, `key` and a block number.
+    fn value_after<const N: usize, T>(
+        &self,
+        history: &Table,
+        current: &Table,
+        key: &[u8],
+        decode: impl Fn(&[u8]) -> T,
+    ) -> Result<Option<T>, StoreError> {
         if self.historical {
-            let from: [u8; 72] = history_key(&key, self.number + 1);
-            let to: [u8; 72] = history_key(&key, u64::MAX);
-            if let Some(entry) = self
-                .tables
-                .storage_history
-                .range(from.as_slice()..=to.as_slice())?
-                .next()
-            {
+            let from: [u8; N] = history_key(key, self.number + 1);
+            let to: [u8; N] = history_key(key, u64::MAX);
+            if let Some(entry) = history.range(from.as_slice()..=to.as_slice())?.next() {
                 let (_, v) = entry?;
-                return Ok(U256::from_be_slice(v.value()));
+                return Ok(Some(decode(v.value())));
             }
         }
-        Ok(self
-            .tables
-            .storage
-            .get(key.as_slice())?
-            .map_or(U256::ZERO, |v| U256::from_be_slice(v.value())))
+        Ok(current.get(key)?.map(|v| decode(v.value())))
     }
 }
 
