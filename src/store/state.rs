@@ -173,11 +173,7 @@ pub(crate) fn revert_overlay(tx: &ReadTransaction, base: u64) -> Result<HashedOv
     for entry in account_changes.range(from.as_slice()..)? {
         let (k, _) = entry?;
         let k = k.value();
-        let block = u64::from_be_bytes(
-            k[..8]
-                .try_into()
-                .map_err(|_| StoreError::Corrupt("changeset key".into()))?,
-        );
+        let block = changeset_block(k)?;
         let hashed = B256::from_slice(&k[8..40]);
         if overlay.accounts.contains_key(&hashed) {
             continue;
@@ -202,11 +198,7 @@ pub(crate) fn revert_overlay(tx: &ReadTransaction, base: u64) -> Result<HashedOv
     for entry in storage_changes.range(from.as_slice()..)? {
         let (k, _) = entry?;
         let k = k.value();
-        let block = u64::from_be_bytes(
-            k[..8]
-                .try_into()
-                .map_err(|_| StoreError::Corrupt("changeset key".into()))?,
-        );
+        let block = changeset_block(k)?;
         let hashed = B256::from_slice(&k[8..40]);
         let slot = B256::from_slice(&k[40..72]);
         if seen.insert((hashed, slot), ()).is_some() {
@@ -224,6 +216,14 @@ pub(crate) fn revert_overlay(tx: &ReadTransaction, base: u64) -> Result<HashedOv
             .insert(slot, prev);
     }
     Ok(overlay)
+}
+
+/// The block a changeset key (`block ++ rest`) belongs to.
+fn changeset_block(key: &[u8]) -> Result<u64, StoreError> {
+    key.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| StoreError::Corrupt("changeset key".into()))
 }
 
 /// `upper` applied on top of `lower`.
