@@ -6,7 +6,7 @@
 //! difference of each failure.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::Command,
     sync::{Arc, OnceLock},
     time::{Duration, Instant},
@@ -16,8 +16,11 @@ use serde_json::{json, Value};
 use simnode_api::{BlockParam, ModuleContext, RpcLimits};
 use simnode_simulate::{Simulate, SimulatePayload};
 
+mod support;
+
+/// The `.io` fixtures (`$SIMNODE_CONFORMANCE_DIR`, else the shared execution-apis folder).
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/execution-apis")
+    support::conformance_dir()
 }
 
 type Chain = (Arc<simnode::store::Store>, Arc<simnode_api::ChainSpec>);
@@ -28,7 +31,7 @@ fn imported_chain() -> Chain {
     static CHAIN: OnceLock<Chain> = OnceLock::new();
     CHAIN
         .get_or_init(|| {
-            let dir = fixtures_dir();
+            let dir = support::chain_dir();
             let genesis = dir.join("genesis.json");
             let datadir =
                 std::env::temp_dir().join(format!("simnode-simulate-{}", std::process::id()));

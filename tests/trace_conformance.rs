@@ -32,6 +32,8 @@ use std::{
 use serde_json::{json, Value};
 use simnode_api::{ModuleContext, RpcLimits};
 
+mod support;
+
 fn shared() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
 }
@@ -39,7 +41,7 @@ fn shared() -> PathBuf {
 /// The trace module over the execution-apis chain, imported once per test binary.
 fn methods() -> jsonrpsee::Methods {
     static DATADIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = shared().join("execution-apis");
+    let dir = support::chain_dir();
     let genesis = dir.join("genesis.json");
     let datadir = DATADIR.get_or_init(|| {
         let datadir = std::env::temp_dir().join(format!("simnode-trace-{}", std::process::id()));

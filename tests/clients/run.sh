@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real-client end-to-end tests: viem (tests/clients/js) and web3.py (tests/clients/python)
-# against a dev node started from the release binary, over HTTP and WebSocket.
+# against a dev node (the release binary, or $SIMNODE_BIN), over HTTP and WebSocket; tests/clients.rs
+# runs it and selftest.sh in `cargo test --workspace`.
 #
 #   bash tests/clients/run.sh            build release if needed, install both projects
 #                                        (skipped when their lock files did not change),
