@@ -4,7 +4,7 @@
 
 use std::{
     net::SocketAddr,
-    path::{Path, PathBuf},
+    path::Path,
     time::{Duration, Instant},
 };
 
@@ -19,16 +19,16 @@ use simnode::{
     rpc::{self, RpcArgs, RpcConfig, RpcServerHandle},
 };
 use simnode_api::ApiKeyId;
+use support::TempDir;
 use tokio_tungstenite::tungstenite::{self, Message};
+
+mod support;
 
 // ---------------------------------------------------------------------------------------------
 // Harness
 
-fn tempdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("simnode-rpc-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
+fn tempdir(name: &str) -> TempDir {
+    TempDir::new(&format!("rpc-{name}"))
 }
 
 /// `simnode keys ARGS... --datadir DIR`, returning what it printed.
@@ -101,7 +101,7 @@ fn test_methods() -> RpcModule<()> {
 
 struct Node {
     server: RpcServerHandle,
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Node {
@@ -110,13 +110,13 @@ impl Node {
         Self::start_in(dir, network, tweak).await
     }
 
-    async fn start_in(dir: PathBuf, network: &str, tweak: impl FnOnce(&mut RpcArgs)) -> Self {
+    async fn start_in(dir: TempDir, network: &str, tweak: impl FnOnce(&mut RpcArgs)) -> Self {
         let mut args = RpcArgs {
             http_port: 0,
             ..RpcArgs::default()
         };
         tweak(&mut args);
-        let mut config = RpcConfig::from_args(&args, Some(&dir), network, None);
+        let mut config = RpcConfig::from_args(&args, Some(dir.path()), network, None);
         // Tests should not wait a second for `keys revoke` to show.
         config.key_refresh = Duration::from_millis(50);
         let server = rpc::start(config, test_methods())
@@ -277,7 +277,7 @@ impl Ws {
 #[tokio::test]
 async fn only_the_two_doors_exist() {
     let node = Node::start("paths", "dev", |_| {}).await;
-    let key = add_key(&node.dir, "alice", &[]);
+    let key = add_key(node.dir.path(), "alice", &[]);
     tokio::time::sleep(Duration::from_millis(150)).await;
 
     let ok = node.call(&key, "test_echo", json!(["hi"])).await;
@@ -331,7 +331,7 @@ async fn keys_are_required_checked_and_revocable() {
     );
 
     // A key added while the server runs works within the refresh interval, and the method sees it.
-    let key = add_key(&node.dir, "bob", &[]);
+    let key = add_key(node.dir.path(), "bob", &[]);
     assert_eq!(key.len(), 32, "128-bit hex key: {key}");
     tokio::time::sleep(Duration::from_millis(150)).await;
     let who = node.call(&key, "test_whoami", json!([])).await;
@@ -341,19 +341,19 @@ async fn keys_are_required_checked_and_revocable() {
         .unwrap_or_default()
         .to_string();
     assert_eq!(id.len(), 8, "methods see the key's public id, not the key");
-    assert!(keys_cli(&node.dir, &["list"])
+    assert!(keys_cli(node.dir.path(), &["list"])
         .expect("list")
         .contains(&format!("{id:<10} bob")));
 
     // Revoked (by id, as `keys list` shows it): 401 on HTTP and on the WebSocket handshake.
-    let out = keys_cli(&node.dir, &["revoke", &id]).expect("revoke");
+    let out = keys_cli(node.dir.path(), &["revoke", &id]).expect("revoke");
     assert!(out.contains("revoked"), "{out}");
     tokio::time::sleep(Duration::from_millis(150)).await;
     let revoked = node.call(&key, "test_echo", json!([1])).await;
     assert_eq!(revoked.status, 401);
     assert_eq!(revoked.error_code(), -32001);
     assert_eq!(revoked.error_message(), "project id revoked");
-    let list = keys_cli(&node.dir, &["list"]).expect("list");
+    let list = keys_cli(node.dir.path(), &["list"]).expect("list");
     assert!(list.contains("revoked"), "{list}");
 
     let (status, body) = node.ws_refused(&format!("/ws/v3/{key}")).await;
@@ -373,9 +373,11 @@ async fn keys_are_required_checked_and_revocable() {
 async fn cli_keys_and_dev_key_creation() {
     let dir = tempdir("cli-keys");
     // First --dev start creates a key; the next one finds it.
-    let created = rpc::keys::ensure_dev_key(&dir).expect("dev key");
+    let created = rpc::keys::ensure_dev_key(dir.path()).expect("dev key");
     let dev_key = created.expect("a key is created when none is stored");
-    assert!(rpc::keys::ensure_dev_key(&dir).expect("dev key").is_none());
+    assert!(rpc::keys::ensure_dev_key(dir.path())
+        .expect("dev key")
+        .is_none());
 
     let node = Node::start_in(dir, "dev", |args| {
         args.api_keys = vec!["my-run-key".to_string()]
@@ -392,7 +394,7 @@ async fn cli_keys_and_dev_key_creation() {
         8
     );
 
-    assert!(keys_cli(&node.dir, &["revoke", "no-such-key"]).is_err());
+    assert!(keys_cli(node.dir.path(), &["revoke", "no-such-key"]).is_err());
     node.server.stop();
 }
 
@@ -402,7 +404,7 @@ async fn cli_keys_and_dev_key_creation() {
 #[tokio::test]
 async fn content_type_and_body_size() {
     let node = Node::start("http-limits", "dev", |args| args.max_request_size = 1024).await;
-    let key = add_key(&node.dir, "carol", &[]);
+    let key = add_key(node.dir.path(), "carol", &[]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let path = format!("/v3/{key}");
     let body = br#"{"jsonrpc":"2.0","id":1,"method":"test_echo","params":[1]}"#.to_vec();
@@ -442,7 +444,7 @@ async fn json_rpc_conformance() {
         args.max_response_size = 4096;
     })
     .await;
-    let key = add_key(&node.dir, "dave", &[]);
+    let key = add_key(node.dir.path(), "dave", &[]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let path = format!("/v3/{key}");
 
@@ -538,7 +540,7 @@ async fn json_rpc_conformance() {
 #[tokio::test]
 async fn method_policy_follows_the_network() {
     let hoodi = Node::start("policy-hoodi", "hoodi", |_| {}).await;
-    let key = add_key(&hoodi.dir, "erin", &[]);
+    let key = add_key(hoodi.dir.path(), "erin", &[]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let reply = hoodi.call(&key, "eth_simulateV1", json!([{}])).await;
     assert_eq!(reply.error_code(), -32601);
@@ -550,7 +552,7 @@ async fn method_policy_follows_the_network() {
 
     for network in ["mainnet", "sepolia", "dev", "custom"] {
         let node = Node::start(&format!("policy-{network}"), network, |_| {}).await;
-        let key = add_key(&node.dir, "erin", &[]);
+        let key = add_key(node.dir.path(), "erin", &[]);
         tokio::time::sleep(Duration::from_millis(150)).await;
         assert_eq!(
             node.call(&key, "eth_simulateV1", json!([{}])).await.json()["result"],
@@ -563,7 +565,7 @@ async fn method_policy_follows_the_network() {
         args.allow_methods = vec!["eth_simulateV1".to_string()]
     })
     .await;
-    let key = add_key(&allowed.dir, "erin", &[]);
+    let key = add_key(allowed.dir.path(), "erin", &[]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
         allowed
@@ -581,7 +583,7 @@ async fn method_policy_follows_the_network() {
 #[tokio::test]
 async fn rate_limit_answers_429_then_recovers_after_the_backoff() {
     let node = Node::start("rate", "dev", |_| {}).await;
-    let key = add_key(&node.dir, "frank", &["--rps", "2", "--burst", "2"]);
+    let key = add_key(node.dir.path(), "frank", &["--rps", "2", "--burst", "2"]);
     tokio::time::sleep(Duration::from_millis(150)).await;
 
     assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
@@ -610,7 +612,7 @@ async fn rate_limit_answers_429_then_recovers_after_the_backoff() {
     assert_eq!(recovered.status, 200, "{recovered:?}");
 
     // Limits can be changed while the node runs.
-    keys_cli(&node.dir, &["limit", &key, "--rps", "0"]).expect("keys limit");
+    keys_cli(node.dir.path(), &["limit", &key, "--rps", "0"]).expect("keys limit");
     tokio::time::sleep(Duration::from_millis(150)).await;
     for i in 0..20 {
         assert_eq!(node.call(&key, "test_echo", json!([i])).await.status, 200);
@@ -621,7 +623,7 @@ async fn rate_limit_answers_429_then_recovers_after_the_backoff() {
 #[tokio::test]
 async fn a_batch_counts_each_item() {
     let node = Node::start("rate-batch", "dev", |_| {}).await;
-    let key = add_key(&node.dir, "grace", &["--rps", "1", "--burst", "5"]);
+    let key = add_key(node.dir.path(), "grace", &["--rps", "1", "--burst", "5"]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let path = format!("/v3/{key}");
     let batch = |ids: std::ops::Range<u32>| {
@@ -660,7 +662,7 @@ async fn a_batch_counts_each_item() {
 #[tokio::test]
 async fn daily_quota() {
     let node = Node::start("quota", "dev", |args| args.daily_quota = 2).await;
-    let key = add_key(&node.dir, "heidi", &[]);
+    let key = add_key(node.dir.path(), "heidi", &[]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
     assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
@@ -688,7 +690,7 @@ async fn websocket_calls_limits_and_ping() {
         args.max_ws_connections = 2;
     })
     .await;
-    let key = add_key(&node.dir, "ivan", &["--rps", "1", "--burst", "2"]);
+    let key = add_key(node.dir.path(), "ivan", &["--rps", "1", "--burst", "2"]);
     tokio::time::sleep(Duration::from_millis(150)).await;
 
     let mut ws = node.ws(&key).await;
@@ -765,7 +767,7 @@ async fn websocket_calls_limits_and_ping() {
     }
 
     // Revoking the key also refuses messages on connections opened before.
-    keys_cli(&node.dir, &["revoke", &key]).expect("revoke");
+    keys_cli(node.dir.path(), &["revoke", &key]).expect("revoke");
     tokio::time::sleep(Duration::from_millis(150)).await;
     let refused = second.call(9, "test_echo", json!([1])).await;
     assert_eq!(refused["id"], 9);
@@ -780,7 +782,7 @@ async fn websocket_calls_limits_and_ping() {
 #[tokio::test]
 async fn graceful_shutdown_finishes_requests_in_flight() {
     let node = Node::start("shutdown", "dev", |_| {}).await;
-    let key = add_key(&node.dir, "judy", &[]);
+    let key = add_key(node.dir.path(), "judy", &[]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let addr = node.addr();
 
@@ -826,9 +828,9 @@ async fn prometheus_metrics() {
         http_port: 0,
         ..RpcArgs::default()
     };
-    let mut config = RpcConfig::from_args(&args, Some(&dir), "dev", Some(metrics_addr));
+    let mut config = RpcConfig::from_args(&args, Some(dir.path()), "dev", Some(metrics_addr));
     config.key_refresh = Duration::from_millis(50);
-    let key = add_key(&dir, "mallory", &[]);
+    let key = add_key(dir.path(), "mallory", &[]);
     let server = rpc::start(config, test_methods())
         .await
         .expect("server starts");

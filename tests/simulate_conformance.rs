@@ -33,9 +33,7 @@ fn imported_chain() -> Chain {
         .get_or_init(|| {
             let dir = support::chain_dir();
             let genesis = dir.join("genesis.json");
-            let datadir =
-                std::env::temp_dir().join(format!("simnode-simulate-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&datadir);
+            let datadir = support::process_dir("simulate-datadir");
             let status = Command::new(env!("CARGO_BIN_EXE_simnode"))
                 .arg("import")
                 .arg("--chain")

@@ -44,8 +44,7 @@ fn methods() -> jsonrpsee::Methods {
     let dir = support::chain_dir();
     let genesis = dir.join("genesis.json");
     let datadir = DATADIR.get_or_init(|| {
-        let datadir = std::env::temp_dir().join(format!("simnode-trace-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&datadir);
+        let datadir = support::process_dir("trace-datadir");
         let status = Command::new(env!("CARGO_BIN_EXE_simnode"))
             .arg("import")
             .arg("--chain")

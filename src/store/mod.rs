@@ -7,6 +7,8 @@
 pub mod codec;
 mod proof;
 mod root_cache;
+#[cfg(test)]
+pub(crate) mod scratch;
 mod snapshot;
 mod state;
 pub mod trie;

@@ -686,13 +686,7 @@ mod tests {
             );
             with_storage.push((address, slots));
         }
-        let chain = crate::chain::from_genesis("root-cache-test", &genesis);
-        let dir = std::env::temp_dir().join(format!(
-            "simnode-root-cache-{}-{}",
-            std::process::id(),
-            rng.next()
-        ));
-        let store = Store::open(&dir, Arc::new(chain.spec), chain.alloc.as_ref()).expect("open");
+        let store = crate::store::scratch::ScratchStore::open("root-cache", &genesis);
         let existing: Vec<Address> = genesis.alloc.keys().copied().collect();
         for round in 0..60 {
             let mut changes = StateChanges::default();
@@ -761,8 +755,6 @@ mod tests {
             let full = store.state_root_with(0, &changes).expect("full root");
             assert_eq!(cached, full, "round {round}: {changes:?}");
         }
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -76,14 +76,11 @@ impl Snapshots {
 mod tests {
     use std::sync::Arc;
 
-    use crate::store::Store;
+    use crate::store::scratch::ScratchStore;
 
     #[test]
     fn readers_share_a_snapshot_until_a_commit() {
-        let chain = crate::chain::from_genesis("snapshot-test", &crate::chain::dev_genesis());
-        let dir = std::env::temp_dir().join(format!("simnode-snapshot-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open(&dir, Arc::new(chain.spec), chain.alloc.as_ref()).expect("open");
+        let store = ScratchStore::open("snapshot", &crate::chain::dev_genesis());
 
         let first = store.snapshot().expect("snapshot");
         assert!(Arc::ptr_eq(&first, &store.snapshot().expect("snapshot")));
@@ -106,7 +103,6 @@ mod tests {
 
         store.set_finality(None, Some(0)).expect("finality");
         assert!(!Arc::ptr_eq(&after, &store.snapshot().expect("snapshot")));
-        drop((first, after, store));
-        let _ = std::fs::remove_dir_all(&dir);
+        drop((first, after));
     }
 }

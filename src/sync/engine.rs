@@ -439,7 +439,7 @@ mod reorg_tests {
     //! built on a second store and fed as payloads.
 
     use super::*;
-    use crate::store::{NewBlock, StoreError};
+    use crate::store::{scratch::ScratchStore, NewBlock, StoreError};
     use alloy::{
         consensus::{transaction::Recovered, SignableTransaction, TxEip1559},
         primitives::{address, Address, Signature, TxKind, U256},
@@ -452,17 +452,8 @@ mod reorg_tests {
     const X: Address = address!("00000000000000000000000000000000000000aa");
     const Y: Address = address!("00000000000000000000000000000000000000bb");
 
-    fn open(tag: &str) -> Arc<Store> {
-        let chain = crate::chain::from_genesis("dev", &crate::chain::dev_genesis());
-        let dir = std::env::temp_dir().join(format!(
-            "simnode-reorg-{}-{tag}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        Arc::new(Store::open(&dir, Arc::new(chain.spec), chain.alloc.as_ref()).expect("open"))
+    fn open(tag: &str) -> ScratchStore {
+        ScratchStore::open(tag, &crate::chain::dev_genesis())
     }
 
     fn transfer(key: &str, nonce: u64, to: Address, value: u64) -> Recovered<TxEnvelope> {

@@ -92,6 +92,32 @@ impl Drop for TempDir {
     }
 }
 
+/// A directory for something a test process keeps until it exits (a chain imported once into
+/// a `static`). Statics are never dropped, so instead each process first removes the
+/// directories earlier processes made under the same prefix once those processes are gone.
+pub fn process_dir(prefix: &str) -> PathBuf {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    // Liveness comes from /proc; without it nothing is swept rather than risk a live one.
+    if Path::new("/proc/self").exists() {
+        for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(prefix))
+                .and_then(|rest| rest.strip_prefix('-'))
+                .and_then(|pid| pid.parse::<u32>().ok());
+            if let Some(pid) = pid {
+                if !Path::new("/proc").join(pid.to_string()).exists() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+    }
+    let dir = base.join(format!("{prefix}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -112,9 +138,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 pub fn import_execution_apis_chain() -> TempDir {
     static IMPORTED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let template = IMPORTED.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("execution-apis-datadir-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = process_dir("execution-apis-datadir");
         let out = Command::new(simnode_bin())
             .arg("import")
             .arg("--chain")
