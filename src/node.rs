@@ -77,7 +77,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     let spec = Arc::new(chain.spec.clone());
     let pool = Arc::new(Pool::default());
     let limits = RpcLimits {
-        gas_cap: args.rpc.gas_cap,
+        gas_cap: RpcLimits::gas_cap_from_flag(args.rpc.gas_cap),
         max_simulate_blocks: args.rpc.max_simulate_blocks,
         evm_timeout: Duration::from_millis(args.evm.evm_timeout_ms),
         evm_inline_budget: Duration::from_micros(args.evm.evm_inline_us),

@@ -146,3 +146,35 @@ fn dev_node_mines_on_an_interval() {
             .then_some(number)
     });
 }
+
+/// `--rpc.gascap 0` means no cap, as in geth: a call that names no gas still runs (it gets
+/// half of u64::MAX, not zero), in every module that defaults gas from the cap.
+#[test]
+fn gas_cap_zero_means_no_cap() {
+    let node = Node::start(
+        TempDir::new("dev-gascap0"),
+        Path::new("dev"),
+        &["--dev", "--rpc.gascap", "0"],
+    );
+    let to = address!("000000000000000000000000000000000000beef");
+    let call = json!({"from": ADDR0, "to": to, "value": "0x1"});
+    assert_eq!(node.result("eth_call", json!([call, "latest"])), "0x");
+    assert_eq!(
+        node.result("eth_estimateGas", json!([call, "latest"])),
+        "0x5208"
+    );
+    let traces = node.result("trace_callMany", json!([[[call, ["trace"]]], "latest"]));
+    assert_eq!(traces[0]["trace"][0]["action"]["value"], "0x1", "{traces}");
+    let gas = &traces[0]["trace"][0]["action"]["gas"];
+    assert_eq!(
+        gas, "0x7fffffffffffadf7",
+        "u64::MAX / 2 less the intrinsic gas"
+    );
+    let blocks = node.result(
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{"calls": [call, call]}]}, "latest"]),
+    );
+    let calls = &blocks[0]["calls"];
+    assert_eq!(calls[0]["status"], "0x1", "{blocks}");
+    assert_eq!(calls[1]["status"], "0x1", "{blocks}");
+}

@@ -71,6 +71,8 @@ pub struct RpcArgs {
     pub api_keys: Vec<String>,
     #[arg(long = "rpc.max-simulate-blocks", default_value_t = 16)]
     pub max_simulate_blocks: u64,
+    /// Gas cap of calls (and the gas of a call that names none), and eth_simulateV1's
+    /// request-wide budget; 0: no cap.
     #[arg(long = "rpc.gascap", default_value_t = 50_000_000)]
     pub gas_cap: u64,
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct RpcLimits {
     /// Gas cap for eth_call / eth_estimateGas / trace calls, and the request-wide budget of
-    /// eth_simulateV1 (`--rpc.gascap`).
+    /// eth_simulateV1 (`--rpc.gascap`); it is also the gas of a call that names none. Never
+    /// zero: see [`RpcLimits::gas_cap_from_flag`].
     pub gas_cap: u64,
     /// Most blocks one eth_simulateV1 request may produce, filler blocks included.
     pub max_simulate_blocks: u64,
@@ -24,6 +25,19 @@ pub struct RpcLimits {
     pub max_logs_block_range: u64,
     /// Most logs one eth_getLogs answer may hold.
     pub max_logs: usize,
+}
+
+impl RpcLimits {
+    /// The cap `--rpc.gascap N` stands for. As in geth, 0 means no cap; it becomes half of
+    /// `u64::MAX` (geth's figure too), so a call without `gas` still gets gas and sums of two
+    /// caps cannot overflow.
+    pub fn gas_cap_from_flag(flag: u64) -> u64 {
+        if flag == 0 {
+            u64::MAX / 2
+        } else {
+            flag
+        }
+    }
 }
 
 impl Default for RpcLimits {

@@ -85,9 +85,7 @@ pub fn prepare(
     let mut tx: TxEnv = request
         .try_into_tx_env(&env)
         .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-    if gas_defaulted {
-        tx.gas_limit = gas_cap;
-    } else if gas_cap > 0 && tx.gas_limit > gas_cap {
+    if gas_defaulted || tx.gas_limit > gas_cap {
         tx.gas_limit = gas_cap;
     }
     if !explicit_nonce {
@@ -249,9 +247,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcRe
     } else {
         tx.gas_limit
     };
-    if gas_cap > 0 {
-        hi = hi.min(gas_cap);
-    }
+    hi = hi.min(gas_cap);
     // A price makes the balance an upper bound on the gas.
     if tx.gas_price > 0 {
         let balance = db

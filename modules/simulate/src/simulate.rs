@@ -151,11 +151,7 @@ impl Simulation<'_> {
             base_spec: ctx.spec.spec_id(base.number, base.timestamp),
             validate: payload.validation,
             full_tx: payload.return_full_transactions,
-            budget: if limits.gas_cap == 0 {
-                u64::MAX
-            } else {
-                limits.gas_cap
-            },
+            budget: limits.gas_cap,
             deadline,
             timeout_ms: duration_ms(limits.evm_timeout),
             touched: HashSet::new(),
