@@ -18,6 +18,8 @@ pub struct Cli {
     pub log_format: String,
 }
 
+// Parsed once at startup: the size of the largest variant costs nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the node: RPC server, Engine API, and (with --dev) the dev miner.

@@ -516,7 +516,7 @@ impl KeyRegistry {
                 let registry = registry.clone();
                 // The modification time can be too coarse to see two writes in one second apart;
                 // read the file regardless now and then.
-                let force = ticks % FORCE_RELOAD_EVERY == 0;
+                let force = ticks.is_multiple_of(FORCE_RELOAD_EVERY);
                 // File I/O and a possible wait on the lock: keep it off the async workers.
                 let result = tokio::task::spawn_blocking(move || registry.reload(force)).await;
                 match result {

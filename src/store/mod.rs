@@ -116,6 +116,9 @@ db_err!(
     redb::CommitError
 );
 
+/// A stored block as the store hands it back: the sealed header and the body.
+pub type SealedBlock = (Sealed<Header>, BlockBody<TxEnvelope>);
+
 /// A block ready to be stored: executed and validated except for the state root, which
 /// [`Store::commit_block`] computes and checks inside the write transaction.
 #[derive(Debug, Clone)]
@@ -446,10 +449,7 @@ impl Store {
     }
 
     /// A block of the side table by hash.
-    pub fn side_block(
-        &self,
-        hash: &B256,
-    ) -> Result<Option<(Sealed<Header>, BlockBody<TxEnvelope>)>, StoreError> {
+    pub fn side_block(&self, hash: &B256) -> Result<Option<SealedBlock>, StoreError> {
         let tx = self.db.begin_read()?;
         let table = match tx.open_table(SIDE_BLOCKS) {
             Ok(t) => t,
@@ -481,10 +481,7 @@ impl Store {
     /// head (safe is clamped to it; finalized must not be above it). A crash leaves either the
     /// old chain or the unwound one, every block present in one of the two places. Returns the
     /// unwound blocks, lowest first.
-    pub fn unwind_to(
-        &self,
-        target: u64,
-    ) -> Result<Vec<(Sealed<Header>, BlockBody<TxEnvelope>)>, StoreError> {
+    pub fn unwind_to(&self, target: u64) -> Result<Vec<SealedBlock>, StoreError> {
         let tx = self.db.begin_write()?;
         let mut unwound = Vec::new();
         {

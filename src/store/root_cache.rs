@@ -149,7 +149,7 @@ fn root_hash(node: Option<RlpNode>) -> B256 {
 
 fn nibble(key: &B256, i: usize) -> u8 {
     let byte = key[i / 2];
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         byte >> 4
     } else {
         byte & 0x0f
@@ -636,7 +636,7 @@ mod tests {
         fn key(&mut self, shared_prefix: &[u8]) -> B256 {
             let mut k = keccak256(self.next().to_be_bytes());
             // Some keys share long prefixes, to exercise extensions.
-            if self.next() % 3 == 0 {
+            if self.next().is_multiple_of(3) {
                 let n = shared_prefix.len().min((self.next() % 32) as usize);
                 k[..n].copy_from_slice(&shared_prefix[..n]);
             }
@@ -791,7 +791,7 @@ mod tests {
                     }
                 }
                 // Sometimes delete almost everything.
-                if rng.next() % 10 == 0 {
+                if rng.next().is_multiple_of(10) {
                     for k in existing.iter().skip(1) {
                         changes.insert(*k, None);
                     }

@@ -23,7 +23,7 @@ use alloy::rpc::types::engine::{
     PayloadStatusEnum, PraguePayloadFields,
 };
 use alloy::{
-    consensus::{Block, BlockBody, Header, Sealed, Transaction, TxEnvelope},
+    consensus::{Block, Transaction, TxEnvelope},
     eips::eip7685::Requests,
     primitives::{Bytes, Sealable, B256},
 };
@@ -276,7 +276,7 @@ impl EngineApi {
 
     /// Puts the transactions of unwound blocks that the new canonical chain does not carry back
     /// into the pool (those whose nonce is still ahead of the sender's; failures are ignored).
-    fn return_to_pool(&self, unwound: &[(Sealed<Header>, BlockBody<TxEnvelope>)]) {
+    fn return_to_pool(&self, unwound: &[crate::store::SealedBlock]) {
         use alloy::consensus::transaction::{Recovered, SignerRecoverable};
         use simnode_api::{ChainView, TxPool};
         let Ok(state) = self.store.state_after(self.store.head().latest) else {
@@ -488,8 +488,11 @@ mod reorg_tests {
         store.head_header().unwrap().timestamp
     }
 
+    /// Rows (key, value) of each table, by table name.
+    type TableDump = Vec<(&'static str, Vec<(Vec<u8>, Vec<u8>)>)>;
+
     /// Every table the unwind touches, dumped for comparison between two stores.
-    fn dump(store: &Store) -> Vec<(&'static str, Vec<(Vec<u8>, Vec<u8>)>)> {
+    fn dump(store: &Store) -> TableDump {
         let tx = store.db().begin_read().unwrap();
         let mut out = Vec::new();
         macro_rules! bytes_table {
@@ -559,9 +562,10 @@ mod reorg_tests {
         let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
         let t0 = genesis_ts(&node);
         let tx_a = transfer(KEY0, 0, X, 1_000);
-        let a1 = crate::sync::dev::build_block(&node, &[tx_a.clone()], t0 + 12).unwrap();
+        let a1 =
+            crate::sync::dev::build_block(&node, std::slice::from_ref(&tx_a), t0 + 12).unwrap();
         let a_copy = open("a");
-        crate::sync::dev::build_block(&a_copy, &[tx_a.clone()], t0 + 12).unwrap();
+        crate::sync::dev::build_block(&a_copy, std::slice::from_ref(&tx_a), t0 + 12).unwrap();
 
         // Branch B on another store: B1 (account 1 -> Y), B2 (account 0 -> Y), B3.
         let b = open("b");
