@@ -6,7 +6,6 @@
 //! difference of each failure.
 
 use std::{
-    path::PathBuf,
     process::Command,
     sync::{Arc, OnceLock},
     time::{Duration, Instant},
@@ -17,11 +16,6 @@ use simnode_api::{BlockParam, ModuleContext, RpcLimits};
 use simnode_simulate::{Simulate, SimulatePayload};
 
 mod support;
-
-/// The `.io` fixtures (`$SIMNODE_CONFORMANCE_DIR`, else the shared execution-apis folder).
-fn fixtures_dir() -> PathBuf {
-    support::conformance_dir()
-}
 
 type Chain = (Arc<simnode::store::Store>, Arc<simnode_api::ChainSpec>);
 
@@ -87,93 +81,28 @@ fn answer(sim: &Simulate, request: &Value) -> Value {
     }
 }
 
-/// First path where two JSON values differ.
-fn first_diff(path: &str, a: &Value, b: &Value) -> Option<String> {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for (k, v) in x {
-                match y.get(k) {
-                    None => return Some(format!("{path}.{k}: missing in expected (got {v})")),
-                    Some(w) => {
-                        if let Some(d) = first_diff(&format!("{path}.{k}"), v, w) {
-                            return Some(d);
-                        }
-                    }
-                }
-            }
-            y.keys()
-                .find(|k| !x.contains_key(*k))
-                .map(|k| format!("{path}.{k}: missing in actual (want {})", y[k]))
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            if x.len() != y.len() {
-                return Some(format!("{path}: length {} != {}", x.len(), y.len()));
-            }
-            x.iter()
-                .zip(y)
-                .enumerate()
-                .find_map(|(i, (v, w))| first_diff(&format!("{path}[{i}]"), v, w))
-        }
-        _ if a == b => None,
-        _ => Some(format!("{path}: got {a}, want {b}")),
-    }
-}
-
-fn matches(actual: &Value, expected: &Value) -> Result<(), String> {
-    match (actual.get("error"), expected.get("error")) {
-        (Some(a), Some(e)) => {
-            if a["code"] == e["code"] {
-                Ok(())
-            } else {
-                Err(format!(
-                    "error code {} != {} ({})",
-                    a["code"], e["code"], a["message"]
-                ))
-            }
-        }
-        _ => first_diff("", actual, expected).map_or(Ok(()), Err),
-    }
-}
-
 #[test]
 fn simulate_fixtures() {
-    let filter = std::env::var("SIMULATE_FIXTURE").ok();
     let limits = RpcLimits {
         max_simulate_blocks: 256,
         ..RpcLimits::default()
     };
     let sim = Simulate::new(context(limits));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures_dir().join("eth_simulateV1"))
-        .expect("fixture dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "io"))
-        .filter(|p| {
-            filter
-                .as_ref()
-                .is_none_or(|f| p.to_string_lossy().contains(f.as_str()))
-        })
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no fixtures found");
+    let files = support::io_files_filtered(
+        &support::conformance_dir().join("eth_simulateV1"),
+        "SIMULATE_FIXTURE",
+    );
     let mut failures = Vec::new();
     for file in &files {
-        let text = std::fs::read_to_string(file).expect("read fixture");
-        let line = |prefix: &str| -> Value {
-            let l = text
-                .lines()
-                .find(|l| l.starts_with(prefix))
-                .expect("fixture line");
-            serde_json::from_str(&l[prefix.len()..]).expect("fixture json")
-        };
-        let (request, expected) = (line(">> "), line("<< "));
-        let actual = answer(&sim, &request);
-        if let Err(diff) = matches(&actual, &expected) {
-            let name = file
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            failures.push(format!("{name}: {diff}"));
+        let fixture = support::Fixture::load(file).unwrap_or_else(|e| panic!("{e}"));
+        for (request, expected) in &fixture.exchanges {
+            let request: Value = serde_json::from_str(request).expect("fixture request");
+            let expected: Value = serde_json::from_str(expected).expect("fixture response");
+            let actual = answer(&sim, &request);
+            if let Err(diff) = support::compare_responses(&expected, &actual, false) {
+                let name = file.file_name().unwrap_or_default().to_string_lossy();
+                failures.push(format!("{name}: {diff}"));
+            }
         }
     }
     assert!(

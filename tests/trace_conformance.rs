@@ -21,10 +21,11 @@
 //!   omitted (no traces); reth requires it (-32602). We follow the issue: the call runs and
 //!   its `output` is reported.
 //!
-//! `TRACE_FIXTURE=<substring>` limits the run to matching files.
+//! `TRACE_FIXTURE=<substring>` limits the run to matching files; `SIMNODE_RETH_TRACE_DIR` reads
+//! the fixtures from another folder.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::Command,
     sync::{Arc, OnceLock},
 };
@@ -33,10 +34,6 @@ use serde_json::{json, Value};
 use simnode_api::{ModuleContext, RpcLimits};
 
 mod support;
-
-fn shared() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
-}
 
 /// The trace module over the execution-apis chain, imported once per test binary.
 fn methods() -> jsonrpsee::Methods {
@@ -84,31 +81,6 @@ async fn answer(methods: &jsonrpsee::Methods, request: &str) -> Value {
     serde_json::from_str(resp.get()).expect("a JSON response")
 }
 
-/// First path where two JSON values differ.
-fn first_diff(path: &str, got: &Value, want: &Value) -> Option<String> {
-    match (got, want) {
-        (Value::Object(x), Value::Object(y)) => {
-            for k in x.keys().chain(y.keys()) {
-                let (a, b) = (
-                    x.get(k).unwrap_or(&Value::Null),
-                    y.get(k).unwrap_or(&Value::Null),
-                );
-                if let Some(d) = first_diff(&format!("{path}.{k}"), a, b) {
-                    return Some(d);
-                }
-            }
-            None
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
-            .iter()
-            .zip(y)
-            .enumerate()
-            .find_map(|(i, (a, b))| first_diff(&format!("{path}[{i}]"), a, b)),
-        _ if got == want => None,
-        _ => Some(format!("{path}: got {got}, want {want}")),
-    }
-}
-
 /// The parts of a vmTrace both reth and Parity agree on: each op's pc, name, cost and
 /// sub-trace, recursively.
 fn vm_shape(vm: &Value) -> Value {
@@ -151,20 +123,11 @@ fn adjust_reth(name: &str, want: &mut Value, got: &Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reth_fixtures() {
-    let filter = std::env::var("TRACE_FIXTURE").ok();
     let methods = methods();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(shared().join("reth-trace/trace_callMany"))
-        .expect("fixture dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "io"))
-        .filter(|p| {
-            filter
-                .as_ref()
-                .is_none_or(|f| p.to_string_lossy().contains(f.as_str()))
-        })
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no fixtures found");
+    let files = support::io_files_filtered(
+        &support::reth_trace_dir().join("trace_callMany"),
+        "TRACE_FIXTURE",
+    );
     let mut failures = Vec::new();
     for file in &files {
         let name = file
@@ -172,16 +135,11 @@ async fn reth_fixtures() {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let text = std::fs::read_to_string(file).expect("read fixture");
-        let line = |prefix: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(prefix))
-                .expect("fixture line")
+        let fixture = support::Fixture::load(file).unwrap_or_else(|e| panic!("{e}"));
+        let [(request, want)] = fixture.exchanges.as_slice() else {
+            panic!("{name}: one request per fixture");
         };
-        let (request, mut want) = (
-            line(">> "),
-            serde_json::from_str::<Value>(line("<< ")).expect("fixture json"),
-        );
+        let mut want: Value = serde_json::from_str(want).expect("fixture json");
         let got = answer(&methods, request).await;
 
         if name == "missing-trace-types.io" {
@@ -198,7 +156,7 @@ async fn reth_fixtures() {
                 .then(|| format!("error code: got {}, want {}", got["error"], err)),
             None => {
                 adjust_reth(&name, &mut want, &got);
-                first_diff("", &got["result"], &want["result"])
+                support::json_difference(&want["result"], &got["result"])
             }
         };
         if let Some(diff) = diff {

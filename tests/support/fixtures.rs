@@ -124,10 +124,12 @@ pub fn compare_responses(expected: &Value, got: &Value, spec_only: bool) -> Resu
             clip(&got.to_string())
         ));
     }
-    match first_difference(&e, &g, "$") {
-        None => Ok(()),
-        Some(diff) => Err(diff),
-    }
+    json_difference(&e, &g).map_or(Ok(()), Err)
+}
+
+/// The first place where `got` differs from `expected` (exact JSON equality), if any.
+pub fn json_difference(expected: &Value, got: &Value) -> Option<String> {
+    first_difference(expected, got, "$")
 }
 
 fn first_difference(e: &Value, g: &Value, path: &str) -> Option<String> {
@@ -190,6 +192,27 @@ pub fn fixture_files(method: &str) -> Vec<PathBuf> {
         !files.is_empty(),
         "no .io fixtures in {}; set SIMNODE_CONFORMANCE_DIR",
         dir.display()
+    );
+    files
+}
+
+/// The `.io` files directly in `dir` whose path contains the value of the environment
+/// variable `filter_var` (all when it is unset), sorted by name; fails when there are none.
+pub fn io_files_filtered(dir: &Path, filter_var: &str) -> Vec<PathBuf> {
+    let filter = std::env::var(filter_var).ok();
+    let files: Vec<PathBuf> = io_files(dir)
+        .into_iter()
+        .filter(|p| {
+            filter
+                .as_deref()
+                .is_none_or(|f| p.to_string_lossy().contains(f))
+        })
+        .collect();
+    assert!(
+        !files.is_empty(),
+        "no .io fixtures in {}{}",
+        dir.display(),
+        filter.map_or(String::new(), |f| format!(" matching {filter_var}={f}"))
     );
     files
 }

@@ -39,6 +39,15 @@ pub fn conformance_dir() -> PathBuf {
     }
 }
 
+/// reth's trace_callMany answers on the execution-apis chain: `$SIMNODE_RETH_TRACE_DIR`, or
+/// `../shared/conformance/reth-trace` next to the repository.
+pub fn reth_trace_dir() -> PathBuf {
+    match std::env::var_os("SIMNODE_RETH_TRACE_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => repo_root().join("../shared/conformance/reth-trace"),
+    }
+}
+
 /// Where the execution-apis chain (`genesis.json`, `chain.rlp`, `headfcu.json`) is: the
 /// conformance directory when it holds one (the execution-apis layout), else
 /// `$SIMNODE_CONFORMANCE_CHAIN`, else `../shared/conformance/execution-apis`. This lets
