@@ -178,3 +178,34 @@ fn gas_cap_zero_means_no_cap() {
     assert_eq!(calls[0]["status"], "0x1", "{blocks}");
     assert_eq!(calls[1]["status"], "0x1", "{blocks}");
 }
+
+/// A call past `--rpc.evm-timeout` answers -32016 and stops running: the node goes idle right
+/// after. (eth_call, eth_estimateGas and eth_createAccessList used to answer at the deadline
+/// while the EVM ran on in a blocking thread until the gas was used up, which with
+/// `--rpc.gascap 0` is never.)
+#[cfg(target_os = "linux")]
+#[test]
+fn calls_past_the_deadline_stop_running() {
+    let node = Node::start(
+        TempDir::new("dev-deadline"),
+        Path::new("dev"),
+        &["--dev", "--rpc.gascap", "0", "--rpc.evm-timeout", "300"],
+    );
+    let looping = address!("00000000000000000000000000000000000100ff");
+    // JUMPDEST PUSH1 0 JUMP: loops until the gas runs out.
+    let overrides = json!({ looping.to_string(): {"code": "0x5b600056"} });
+    let call = json!({"from": ADDR0, "to": looping});
+    for method in ["eth_call", "eth_estimateGas", "eth_createAccessList"] {
+        let r = node.call(method, json!([call, "latest", overrides]));
+        assert_eq!(r["error"]["code"], -32016, "{method}: {r}");
+    }
+    // Runs stopped at the deadline have ended by now; measure what is still running.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = node.cpu_ticks();
+    std::thread::sleep(Duration::from_secs(1));
+    let used = node.cpu_ticks() - before;
+    assert!(
+        used < 30,
+        "the node used {used} ticks of CPU in the second after: a timed-out call still runs"
+    );
+}

@@ -310,6 +310,24 @@ impl Node {
     }
 
     /// What the node wrote to stdout and stderr so far.
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// CPU time the node's process has used so far, in clock ticks (user plus system, from
+    /// /proc: Linux only).
+    pub fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .expect("reading /proc/PID/stat");
+        // Fields after the parenthesised command name; utime and stime are the 14th and 15th
+        // fields of the whole line.
+        let rest = &stat[stat.rfind(')').expect("stat line") + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let tick = |i: usize| fields[i - 3].parse::<u64>().expect("a tick count");
+        tick(14) + tick(15)
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }

@@ -1,5 +1,9 @@
 //! eth_call and eth_estimateGas: run a transaction request on the state after a block, with
 //! geth's relaxations (no base-fee, nonce or sender-code checks) and geth's error wording.
+//!
+//! Every run goes under a [`Guard`] that halts the EVM at the request's deadline: answering
+//! the client at the deadline is not enough, the blocking thread must stop too (with
+//! `--rpc.gascap 0` a looping call would otherwise never end).
 
 use alloy::{
     consensus::Header,
@@ -17,12 +21,39 @@ use revm::{
     database::CacheDB,
     DatabaseRef,
 };
-use simnode_api::{ChainSpec, RpcError, RpcResult, StateRef};
+use simnode_api::{
+    guard::{Abort, Guard},
+    ChainSpec, RpcError, RpcLimits, RpcResult, StateRef,
+};
+use std::time::{Duration, Instant};
 
 pub type CallDb = CacheDB<StateRef>;
 
 /// Gas of a plain value transfer.
 const TX_GAS: u64 = 21_000;
+
+/// What bounds the runs of one request: the RPC gas cap and the request's deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub gas_cap: u64,
+    pub deadline: Instant,
+    timeout: Duration,
+}
+
+impl Bounds {
+    /// The bounds of a request that starts now.
+    pub fn starting_now(limits: &RpcLimits) -> Self {
+        Self {
+            gas_cap: limits.gas_cap,
+            deadline: Instant::now() + limits.evm_timeout,
+            timeout: limits.evm_timeout,
+        }
+    }
+
+    fn timed_out(&self) -> RpcError {
+        RpcError::Timeout(self.timeout.as_millis() as u64)
+    }
+}
 
 /// The prepared environment of one call: database with overrides, EVM env, transaction.
 pub struct Prepared {
@@ -31,6 +62,7 @@ pub struct Prepared {
     pub tx: TxEnv,
     /// The request named no gas limit.
     pub gas_defaulted: bool,
+    pub bounds: Bounds,
 }
 
 /// Builds the environment for `request` on top of the state after `header`'s block.
@@ -41,8 +73,9 @@ pub fn prepare(
     request: TransactionRequest,
     state_overrides: Option<StateOverride>,
     block_overrides: Option<BlockOverrides>,
-    gas_cap: u64,
+    bounds: Bounds,
 ) -> RpcResult<Prepared> {
+    let gas_cap = bounds.gas_cap;
     let mut env = spec.evm_env(header);
     let mut db = CacheDB::new(state);
     if let Some(overrides) = block_overrides {
@@ -100,15 +133,40 @@ pub fn prepare(
         env,
         tx,
         gas_defaulted,
+        bounds,
     })
 }
 
-/// Runs the transaction without committing; maps validation failures to geth's messages.
-pub fn run(db: &mut CallDb, env: &EvmEnv, tx: TxEnv) -> RpcResult<ExecutionResult<HaltReason>> {
-    let mut evm = EthEvmFactory::default().create_evm(db, env.clone());
+/// Runs the transaction without committing, stopped at the deadline; maps validation
+/// failures to geth's messages.
+pub fn run(
+    db: &mut CallDb,
+    env: &EvmEnv,
+    tx: TxEnv,
+    bounds: &Bounds,
+) -> RpcResult<ExecutionResult<HaltReason>> {
+    run_with(db, env, tx, bounds, revm::inspector::NoOpInspector)
+}
+
+/// [`run`] with `inspector` beside the deadline guard.
+fn run_with<'a, I>(
+    db: &'a mut CallDb,
+    env: &EvmEnv,
+    tx: TxEnv,
+    bounds: &Bounds,
+    inspector: I,
+) -> RpcResult<ExecutionResult<HaltReason>>
+where
+    I: revm::Inspector<alloy_evm::eth::EthEvmContext<&'a mut CallDb>>,
+{
+    let mut guard = Guard::new(bounds.deadline, 0, usize::MAX);
     let caller = tx.caller;
-    match evm.transact_raw(tx) {
+    let outcome = EthEvmFactory::default()
+        .create_evm_with_inspector(db, env.clone(), (inspector, &mut guard))
+        .transact_raw(tx);
+    match outcome {
         Ok(result) => Ok(result.result),
+        Err(_) if guard.abort == Some(Abort::Deadline) => Err(bounds.timed_out()),
         Err(EVMError::Transaction(invalid)) => {
             Err(RpcError::Server(invalid_tx_message(&invalid, caller)))
         }
@@ -233,12 +291,13 @@ pub fn invalid_tx_message(err: &InvalidTransaction, caller: alloy::primitives::A
 
 /// eth_estimateGas: the smallest gas limit the transaction succeeds with, by binary search
 /// between what a run used and the highest limit allowed, as geth does.
-pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcResult<u64> {
+pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
     let Prepared {
         mut db,
         mut env,
         mut tx,
         gas_defaulted,
+        bounds,
     } = prepared;
     // Estimation checks the balance like a real transaction would pay (geth keeps the check).
     env.cfg_env.disable_balance_check = false;
@@ -247,7 +306,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcRe
     } else {
         tx.gas_limit
     };
-    hi = hi.min(gas_cap);
+    hi = hi.min(bounds.gas_cap);
     // A price makes the balance an upper bound on the gas.
     if tx.gas_price > 0 {
         let balance = db
@@ -278,14 +337,14 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcRe
             };
             if no_code && hi >= TX_GAS {
                 tx.gas_limit = TX_GAS;
-                if let ExecutionResult::Success { .. } = run(&mut db, &env, tx.clone())? {
+                if let ExecutionResult::Success { .. } = run(&mut db, &env, tx.clone(), &bounds)? {
                     return Ok(TX_GAS);
                 }
             }
         }
     }
     tx.gas_limit = hi;
-    let first = run(&mut db, &env, tx.clone())?;
+    let first = run(&mut db, &env, tx.clone(), &bounds)?;
     let used = match first {
         ExecutionResult::Success { .. } => first.tx_gas_used(),
         ExecutionResult::Revert { output, .. } => return Err(revert_error(output)),
@@ -301,7 +360,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcRe
     let optimistic = (used + first_refund_hint(&first)) * 64 / 63;
     if optimistic < hi {
         tx.gas_limit = optimistic;
-        match run(&mut db, &env, tx.clone()) {
+        match run(&mut db, &env, tx.clone(), &bounds) {
             Ok(ExecutionResult::Success { .. }) => hi = optimistic,
             Ok(_) => lo = lo.max(optimistic),
             Err(e) => return Err(e),
@@ -314,7 +373,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64, gas_cap: u64) -> RpcRe
         }
         let mid = lo + (hi - lo) / 2;
         tx.gas_limit = mid;
-        match run(&mut db, &env, tx.clone()) {
+        match run(&mut db, &env, tx.clone(), &bounds) {
             Ok(ExecutionResult::Success { .. }) => hi = mid,
             Ok(_) => lo = mid,
             Err(RpcError::Server(msg))
@@ -347,27 +406,14 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
         mut db,
         env,
         mut tx,
+        bounds,
         ..
     } = prepared;
     let mut list: AccessList = tx.access_list.clone();
     for _ in 0..ACCESS_LIST_ROUNDS {
         tx.access_list = list.clone();
         let mut inspector = AccessListInspector::new(list.clone());
-        {
-            let mut evm = EthEvmFactory::default().create_evm_with_inspector(
-                &mut db,
-                env.clone(),
-                &mut inspector,
-            );
-            let caller = tx.caller;
-            match evm.transact_raw(tx.clone()) {
-                Ok(_) => {}
-                Err(EVMError::Transaction(invalid)) => {
-                    return Err(RpcError::Server(invalid_tx_message(&invalid, caller)))
-                }
-                Err(other) => return Err(RpcError::Internal(other.to_string())),
-            }
-        }
+        run_with(&mut db, &env, tx.clone(), &bounds, &mut inspector)?;
         let next = inspector.into_access_list();
         if next == list {
             break;
@@ -375,7 +421,7 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
         list = next;
     }
     tx.access_list = list.clone();
-    let result = run(&mut db, &env, tx)?;
+    let result = run(&mut db, &env, tx, &bounds)?;
     let gas_used = U256::from(result.tx_gas_used());
     let error = match &result {
         ExecutionResult::Success { .. } => None,

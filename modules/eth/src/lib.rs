@@ -250,6 +250,29 @@ impl Eth {
     }
 }
 
+/// A call's environment on the state after block `number`, with that block's header.
+fn prepare_at(
+    ctx: &ModuleContext,
+    number: u64,
+    request: TransactionRequest,
+    state_overrides: Option<StateOverride>,
+    block_overrides: Option<BlockOverrides>,
+    bounds: evm::Bounds,
+) -> RpcResult<(Arc<Sealed<Header>>, evm::Prepared)> {
+    let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
+    let state = ctx.chain.state_at(number)?;
+    let prepared = evm::prepare(
+        &ctx.spec,
+        &header,
+        state,
+        request,
+        state_overrides,
+        block_overrides,
+        bounds,
+    )?;
+    Ok((header, prepared))
+}
+
 /// The RPC form of the transaction at `index` of a stored block.
 pub fn rpc_tx(block: &StoredBlock, index: usize) -> Transaction {
     let tx = block.body.transactions[index].clone();
@@ -495,23 +518,25 @@ impl EthApiServer for Eth {
         block_overrides: Option<Box<BlockOverrides>>,
     ) -> JsonRpcResult<Bytes> {
         let number = self.state_block(block)?;
+        let bounds = evm::Bounds::starting_now(&self.ctx.limits);
         Ok(self
             .run_blocking(move |ctx| {
-                let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
-                let state = ctx.chain.state_at(number)?;
-                let prepared = evm::prepare(
-                    &ctx.spec,
-                    &header,
-                    state,
+                let (_, prepared) = prepare_at(
+                    &ctx,
+                    number,
                     request,
                     state_overrides,
                     block_overrides.map(|b| *b),
-                    ctx.limits.gas_cap,
+                    bounds,
                 )?;
                 let evm::Prepared {
-                    mut db, env, tx, ..
+                    mut db,
+                    env,
+                    tx,
+                    bounds,
+                    ..
                 } = prepared;
-                evm::call_output(evm::run(&mut db, &env, tx)?)
+                evm::call_output(evm::run(&mut db, &env, tx, &bounds)?)
             })
             .await?)
     }
@@ -523,20 +548,12 @@ impl EthApiServer for Eth {
         state_overrides: Option<StateOverride>,
     ) -> JsonRpcResult<U64> {
         let number = self.state_block(block)?;
+        let bounds = evm::Bounds::starting_now(&self.ctx.limits);
         Ok(self
             .run_blocking(move |ctx| {
-                let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
-                let state = ctx.chain.state_at(number)?;
-                let prepared = evm::prepare(
-                    &ctx.spec,
-                    &header,
-                    state,
-                    request,
-                    state_overrides,
-                    None,
-                    ctx.limits.gas_cap,
-                )?;
-                evm::estimate(prepared, header.gas_limit, ctx.limits.gas_cap).map(U64::from)
+                let (header, prepared) =
+                    prepare_at(&ctx, number, request, state_overrides, None, bounds)?;
+                evm::estimate(prepared, header.gas_limit).map(U64::from)
             })
             .await?)
     }
@@ -548,19 +565,11 @@ impl EthApiServer for Eth {
         state_overrides: Option<StateOverride>,
     ) -> JsonRpcResult<alloy::eips::eip2930::AccessListResult> {
         let number = self.state_block(block)?;
+        let bounds = evm::Bounds::starting_now(&self.ctx.limits);
         Ok(self
             .run_blocking(move |ctx| {
-                let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
-                let state = ctx.chain.state_at(number)?;
-                let prepared = evm::prepare(
-                    &ctx.spec,
-                    &header,
-                    state,
-                    request,
-                    state_overrides,
-                    None,
-                    ctx.limits.gas_cap,
-                )?;
+                let (_, prepared) =
+                    prepare_at(&ctx, number, request, state_overrides, None, bounds)?;
                 evm::create_access_list(prepared)
             })
             .await?)
