@@ -145,6 +145,25 @@ fn default_limit_is_16_blocks_filler_included() {
     assert_eq!(ok_blocks(&resp).len(), 16);
 }
 
+/// No timestamp follows u64::MAX: a block (or a filler block) after one at the largest
+/// timestamp is out of order (-38021), not given the same timestamp again.
+#[test]
+fn no_default_timestamp_after_the_largest() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let last = json!({"blockOverrides": {"time": "0xffffffffffffffff"}});
+    let resp = answer(&sim, &request(json!({"blockStateCalls": [last.clone()]})));
+    assert_eq!(ok_blocks(&resp)[0]["timestamp"], "0xffffffffffffffff");
+    let resp = answer(
+        &sim,
+        &request(json!({"blockStateCalls": [last.clone(), {}]})),
+    );
+    assert_eq!(resp["error"]["code"], -38021, "{resp}");
+    let base = json!({"blockOverrides": {"number": "0x37", "time": "0xffffffffffffffff"}});
+    let gap = json!({"blockOverrides": {"number": "0x39"}});
+    let resp = answer(&sim, &request(json!({"blockStateCalls": [base, gap]})));
+    assert_eq!(resp["error"]["code"], -38021, "filler block: {resp}");
+}
+
 #[test]
 fn full_transactions_under_either_name() {
     let sim = Simulate::new(context(RpcLimits::default()));

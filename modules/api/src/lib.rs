@@ -14,6 +14,7 @@ pub mod offload;
 pub mod pool;
 pub mod state;
 pub mod view;
+pub mod vm_messages;
 
 pub use block_id::BlockParam;
 pub use chain_spec::ChainSpec;

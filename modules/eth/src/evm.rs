@@ -23,7 +23,7 @@ use revm::{
 };
 use simnode_api::{
     guard::{Abort, Guard},
-    ChainSpec, RpcError, RpcLimits, RpcResult, StateRef,
+    vm_messages, ChainSpec, RpcError, RpcLimits, RpcResult, StateRef,
 };
 use std::time::{Duration, Instant};
 
@@ -180,76 +180,17 @@ pub fn call_output(result: ExecutionResult<HaltReason>) -> RpcResult<Bytes> {
     match result {
         ExecutionResult::Success { output, .. } => Ok(output.into_data()),
         ExecutionResult::Revert { output, .. } => Err(revert_error(output)),
-        ExecutionResult::Halt { reason, .. } => Err(RpcError::Server(halt_message(&reason))),
+        ExecutionResult::Halt { reason, .. } => {
+            Err(RpcError::Server(vm_messages::halt_message(&reason)))
+        }
     }
 }
 
 /// Code 3 with the revert data, and the decoded reason in the message as geth writes it.
 pub fn revert_error(output: Bytes) -> RpcError {
-    let message = match decode_revert_reason(&output) {
-        Some(reason) => format!("execution reverted: {reason}"),
-        None => "execution reverted".to_owned(),
-    };
     RpcError::Reverted {
-        message,
+        message: vm_messages::revert_message(&output),
         data: output,
-    }
-}
-
-fn decode_revert_reason(data: &[u8]) -> Option<String> {
-    let (selector, body) = (data.get(..4)?, data.get(4..)?);
-    match selector {
-        // Error(string)
-        [0x08, 0xc3, 0x79, 0xa0] => {
-            let offset = word_to_usize(body.get(..32)?)?;
-            let len = word_to_usize(body.get(offset..offset.checked_add(32)?)?)?;
-            let start = offset + 32;
-            let bytes = body.get(start..start.checked_add(len)?)?;
-            Some(String::from_utf8_lossy(bytes).into_owned())
-        }
-        // Panic(uint256)
-        [0x4e, 0x48, 0x7b, 0x71] => {
-            let code = U256::from_be_slice(body.get(..32)?);
-            let text = match code.saturating_to::<u64>() {
-                0x00 => "generic panic",
-                0x01 => "assert(false)",
-                0x11 => "arithmetic underflow or overflow",
-                0x12 => "division or modulo by zero",
-                0x21 => "enum overflow",
-                0x22 => "invalid encoded storage byte array accessed",
-                0x31 => "out-of-bounds array access; popping on an empty array",
-                0x32 => "out-of-bounds access of an array or bytesN",
-                0x41 => "out of memory",
-                0x51 => "uninitialized function",
-                _ => return Some(format!("unknown panic code: {code:#x}")),
-            };
-            Some(text.to_owned())
-        }
-        _ => None,
-    }
-}
-
-fn word_to_usize(word: &[u8]) -> Option<usize> {
-    let v = U256::from_be_slice(word);
-    (v <= U256::from(u32::MAX)).then(|| v.saturating_to::<usize>())
-}
-
-pub fn halt_message(reason: &HaltReason) -> String {
-    match reason {
-        HaltReason::OutOfGas(_) => "out of gas".into(),
-        HaltReason::OpcodeNotFound | HaltReason::InvalidFEOpcode => "invalid opcode".into(),
-        HaltReason::InvalidJump => "invalid jump destination".into(),
-        HaltReason::StackUnderflow => "stack underflow".into(),
-        HaltReason::StackOverflow => "stack limit reached 1024 (1023)".into(),
-        HaltReason::OutOfOffset => "return data out of bounds".into(),
-        HaltReason::CreateCollision => "contract address collision".into(),
-        HaltReason::CallTooDeep => "max call depth exceeded".into(),
-        HaltReason::OutOfFunds => "insufficient balance for transfer".into(),
-        HaltReason::CreateContractSizeLimit => "max code size exceeded".into(),
-        HaltReason::CreateContractStartingWithEF => "invalid code: must not begin with 0xef".into(),
-        HaltReason::CreateInitCodeSizeLimit => "max initcode size exceeded".into(),
-        HaltReason::StateChangeDuringStaticCall => "write protection".into(),
-        other => format!("{other:?}"),
     }
 }
 
@@ -351,7 +292,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
         ExecutionResult::Halt { reason, .. } => {
             return Err(RpcError::Server(format!(
                 "gas required exceeds allowance ({hi}): {}",
-                halt_message(&reason)
+                vm_messages::halt_message(&reason)
             )))
         }
     };
@@ -426,7 +367,7 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
     let error = match &result {
         ExecutionResult::Success { .. } => None,
         ExecutionResult::Revert { .. } => Some("execution reverted".to_owned()),
-        ExecutionResult::Halt { reason, .. } => Some(halt_message(reason)),
+        ExecutionResult::Halt { reason, .. } => Some(vm_messages::halt_message(reason)),
     };
     Ok(AccessListResult {
         access_list: list,

@@ -20,7 +20,7 @@ use serde_json::{value::RawValue, Value};
 use simnode_api::{offload, BlockParam, ModuleContext, RpcError};
 
 pub use inspector::{TRANSFER_EVENT_TOPIC, TRANSFER_LOG_EMITTER};
-pub use simulate::{revert_message, TIMESTAMP_INCREMENT};
+pub use simulate::TIMESTAMP_INCREMENT;
 pub use types::SimulatePayload;
 
 #[rpc(server, namespace = "eth")]

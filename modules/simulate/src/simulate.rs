@@ -31,7 +31,7 @@ use revm::{
     context::TxEnv,
     context_interface::{
         block::BlobExcessGasAndPrice,
-        result::{EVMError, ExecutionResult, HaltReason, InvalidTransaction, OutOfGasError},
+        result::{EVMError, ExecutionResult, HaltReason, InvalidTransaction},
     },
     database::AccountState,
     precompile::{PrecompileSpecId, Precompiles},
@@ -41,7 +41,8 @@ use revm::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 use simnode_api::{
-    error::SimulateCode, BlockParam, ChainSpec, ChainView, ModuleContext, RpcError, RpcResult,
+    error::SimulateCode, vm_messages, BlockParam, ChainSpec, ChainView, ModuleContext, RpcError,
+    RpcResult,
 };
 
 use crate::{
@@ -217,7 +218,7 @@ fn plan_chain(
             ));
         }
         for filler in prev_number + 1..number {
-            prev_timestamp = prev_timestamp.saturating_add(TIMESTAMP_INCREMENT);
+            prev_timestamp = next_timestamp(prev_timestamp)?;
             plan.push(PlannedBlock {
                 number: filler,
                 timestamp: prev_timestamp,
@@ -228,7 +229,7 @@ fn plan_chain(
         }
         prev_number = number;
         let timestamp = match overrides.time {
-            None => prev_timestamp.saturating_add(TIMESTAMP_INCREMENT),
+            None => next_timestamp(prev_timestamp)?,
             Some(t) => {
                 let t = t.to::<u64>();
                 if t <= prev_timestamp {
@@ -250,6 +251,18 @@ fn plan_chain(
         });
     }
     Ok(plan)
+}
+
+/// The default timestamp of the block after one at `prev`. Past `u64::MAX` there is none
+/// that keeps timestamps increasing, which is what -38021 says (geth's sum wraps around and
+/// then fails the same order check).
+fn next_timestamp(prev: u64) -> RpcResult<u64> {
+    prev.checked_add(TIMESTAMP_INCREMENT).ok_or_else(|| {
+        RpcError::simulate(
+            SimulateCode::TimestampNotIncreasing,
+            format!("block timestamps must be in order: no timestamp follows {prev}"),
+        )
+    })
 }
 
 struct Runner<'a> {
@@ -859,7 +872,7 @@ fn call_result(
             max_used_gas,
             status: 0,
             error: Some(CallError {
-                message: revert_message(&output),
+                message: vm_messages::revert_message(&output),
                 code: 3,
                 data: Some(output),
             }),
@@ -871,91 +884,11 @@ fn call_result(
             max_used_gas,
             status: 0,
             error: Some(CallError {
-                message: halt_message(&reason),
+                message: vm_messages::halt_message(&reason),
                 code: -32015,
                 data: None,
             }),
         },
-    }
-}
-
-/// "execution reverted", with the decoded reason of `Error(string)` and `Panic(uint256)`.
-pub fn revert_message(output: &[u8]) -> String {
-    const ERROR_SELECTOR: [u8; 4] = [0x08, 0xc3, 0x79, 0xa0];
-    const PANIC_SELECTOR: [u8; 4] = [0x4e, 0x48, 0x7b, 0x71];
-    let base = "execution reverted";
-    if output.len() < 4 {
-        return base.into();
-    }
-    let (selector, body) = output.split_at(4);
-    if selector == ERROR_SELECTOR {
-        if let Some(reason) = decode_abi_string(body) {
-            return format!("{base}: {reason}");
-        }
-    } else if selector == PANIC_SELECTOR && body.len() == 32 {
-        let code = U256::from_be_slice(body);
-        let reason = match code.try_into().unwrap_or(u64::MAX) {
-            0x00 => "generic panic".to_string(),
-            0x01 => "assert(false)".to_string(),
-            0x11 => "arithmetic underflow or overflow".to_string(),
-            0x12 => "division or modulo by zero".to_string(),
-            0x21 => "enum overflow".to_string(),
-            0x22 => "invalid encoded storage byte array accessed".to_string(),
-            0x31 => "out-of-bounds array access; popping on an empty array".to_string(),
-            0x32 => "out-of-bounds access of an array or bytesN".to_string(),
-            0x41 => "out of memory".to_string(),
-            0x51 => "uninitialized function".to_string(),
-            _ => format!("unknown panic code: {code:#x}"),
-        };
-        return format!("{base}: {reason}");
-    }
-    base.into()
-}
-
-fn decode_abi_string(body: &[u8]) -> Option<String> {
-    let word = |at: usize| -> Option<usize> {
-        let w = body.get(at..at.checked_add(32)?)?;
-        if w[..24].iter().any(|b| *b != 0) {
-            return None;
-        }
-        Some(u64::from_be_bytes(w[24..].try_into().ok()?) as usize)
-    };
-    let offset = word(0)?;
-    let len = word(offset)?;
-    let start = offset.checked_add(32)?;
-    let bytes = body.get(start..start.checked_add(len)?)?;
-    String::from_utf8(bytes.to_vec()).ok()
-}
-
-/// geth's wording of VM errors.
-fn halt_message(reason: &HaltReason) -> String {
-    match reason {
-        HaltReason::OutOfGas(OutOfGasError::Basic)
-        | HaltReason::OutOfGas(OutOfGasError::Memory)
-        | HaltReason::OutOfGas(OutOfGasError::MemoryLimit)
-        | HaltReason::OutOfGas(OutOfGasError::Precompile) => "out of gas".into(),
-        HaltReason::OutOfGas(OutOfGasError::InvalidOperand) => "gas uint64 overflow".into(),
-        HaltReason::OutOfGas(_) => "out of gas".into(),
-        HaltReason::OpcodeNotFound | HaltReason::InvalidFEOpcode => "invalid opcode".into(),
-        HaltReason::InvalidJump => "invalid jump destination".into(),
-        HaltReason::NotActivated => "invalid opcode".into(),
-        HaltReason::StackUnderflow => "stack underflow".into(),
-        HaltReason::StackOverflow => "stack limit reached 1024 (1023)".into(),
-        HaltReason::OutOfOffset => "return data out of bounds".into(),
-        HaltReason::CreateCollision => "contract address collision".into(),
-        HaltReason::PrecompileError | HaltReason::PrecompileErrorWithContext(_) => {
-            "precompiled contract failed".into()
-        }
-        HaltReason::NonceOverflow => "nonce uint64 overflow".into(),
-        HaltReason::CreateContractSizeLimit | HaltReason::CreateContractStartingWithEF => {
-            "max code size exceeded".into()
-        }
-        HaltReason::CreateInitCodeSizeLimit => "max initcode size exceeded".into(),
-        HaltReason::OverflowPayment => "gas uint64 overflow".into(),
-        HaltReason::StateChangeDuringStaticCall => "write protection".into(),
-        HaltReason::CallNotAllowedInsideStatic => "write protection".into(),
-        HaltReason::OutOfFunds => "insufficient balance for transfer".into(),
-        HaltReason::CallTooDeep => "max call depth exceeded".into(),
     }
 }
 
@@ -1190,25 +1123,5 @@ mod tests {
             Some(-38026)
         );
         assert!(plan_chain(&base(), vec![with(Some(26), None)], 16).is_ok());
-    }
-
-    #[test]
-    fn revert_reasons_decode_like_geth() {
-        assert_eq!(revert_message(&[]), "execution reverted");
-        let mut error = vec![0x08, 0xc3, 0x79, 0xa0];
-        error.extend_from_slice(&U256::from(32).to_be_bytes::<32>());
-        error.extend_from_slice(&U256::from(2).to_be_bytes::<32>());
-        let mut word = [0u8; 32];
-        word[..2].copy_from_slice(b"no");
-        error.extend_from_slice(&word);
-        assert_eq!(revert_message(&error), "execution reverted: no");
-        let mut panic = vec![0x4e, 0x48, 0x7b, 0x71];
-        panic.extend_from_slice(&U256::from(0x11).to_be_bytes::<32>());
-        assert_eq!(
-            revert_message(&panic),
-            "execution reverted: arithmetic underflow or overflow"
-        );
-        // Truncated payloads fall back to the bare message.
-        assert_eq!(revert_message(&error[..40]), "execution reverted");
     }
 }

@@ -1,0 +1,129 @@
+//! geth's wording of what went wrong in a call, shared by every module that reports one
+//! (eth_call and eth_estimateGas errors, eth_simulateV1's per-call `error`): clients match on
+//! these strings, so there is one copy of them.
+
+use alloy::primitives::U256;
+use revm::context::result::{HaltReason, OutOfGasError};
+
+/// `Error(string)`, the selector of `revert("...")` and `require(..., "...")`.
+const ERROR_SELECTOR: [u8; 4] = [0x08, 0xc3, 0x79, 0xa0];
+/// `Panic(uint256)`, the selector of failed asserts and checked arithmetic.
+const PANIC_SELECTOR: [u8; 4] = [0x4e, 0x48, 0x7b, 0x71];
+
+/// "execution reverted", followed by the reason when the revert data is an `Error(string)` or
+/// a `Panic(uint256)`, as geth writes it.
+pub fn revert_message(output: &[u8]) -> String {
+    match revert_reason(output) {
+        Some(reason) => format!("execution reverted: {reason}"),
+        None => "execution reverted".to_owned(),
+    }
+}
+
+fn revert_reason(output: &[u8]) -> Option<String> {
+    let (selector, body) = (output.get(..4)?, output.get(4..)?);
+    if selector == ERROR_SELECTOR {
+        let offset = abi_usize(body.get(..32)?)?;
+        let len = abi_usize(body.get(offset..offset.checked_add(32)?)?)?;
+        let start = offset.checked_add(32)?;
+        let bytes = body.get(start..start.checked_add(len)?)?;
+        // geth's strings are bytes; invalid UTF-8 reaches the client as U+FFFD.
+        return Some(String::from_utf8_lossy(bytes).into_owned());
+    }
+    if selector == PANIC_SELECTOR {
+        let code = U256::from_be_slice(body.get(..32)?);
+        let text = match code.saturating_to::<u64>() {
+            0x00 => "generic panic",
+            0x01 => "assert(false)",
+            0x11 => "arithmetic underflow or overflow",
+            0x12 => "division or modulo by zero",
+            0x21 => "enum overflow",
+            0x22 => "invalid encoded storage byte array accessed",
+            0x31 => "out-of-bounds array access; popping on an empty array",
+            0x32 => "out-of-bounds access of an array or bytesN",
+            0x41 => "out of memory",
+            0x51 => "uninitialized function",
+            _ => return Some(format!("unknown panic code: {code:#x}")),
+        };
+        return Some(text.to_owned());
+    }
+    None
+}
+
+/// An ABI offset or length word, if it is small enough to index with.
+fn abi_usize(word: &[u8]) -> Option<usize> {
+    let v = U256::from_be_slice(word);
+    (v <= U256::from(u32::MAX)).then(|| v.saturating_to::<usize>())
+}
+
+/// geth's message for a call the EVM halted (its `vm.Err*` texts, without the operands geth
+/// adds to a few of them).
+pub fn halt_message(reason: &HaltReason) -> String {
+    match reason {
+        HaltReason::OutOfGas(OutOfGasError::InvalidOperand) => "gas uint64 overflow",
+        HaltReason::OutOfGas(_) => "out of gas",
+        HaltReason::OpcodeNotFound | HaltReason::InvalidFEOpcode | HaltReason::NotActivated => {
+            "invalid opcode"
+        }
+        HaltReason::InvalidJump => "invalid jump destination",
+        HaltReason::StackUnderflow => "stack underflow",
+        HaltReason::StackOverflow => "stack limit reached 1024 (1023)",
+        HaltReason::OutOfOffset => "return data out of bounds",
+        HaltReason::CreateCollision => "contract address collision",
+        HaltReason::PrecompileError | HaltReason::PrecompileErrorWithContext(_) => {
+            "precompiled contract failed"
+        }
+        HaltReason::NonceOverflow => "nonce uint64 overflow",
+        HaltReason::CreateContractSizeLimit => "max code size exceeded",
+        HaltReason::CreateContractStartingWithEF => "invalid code: must not begin with 0xef",
+        HaltReason::CreateInitCodeSizeLimit => "max initcode size exceeded",
+        // A value transfer that would overflow the receiver's balance; geth has no such case.
+        HaltReason::OverflowPayment => "balance overflow",
+        HaltReason::StateChangeDuringStaticCall | HaltReason::CallNotAllowedInsideStatic => {
+            "write protection"
+        }
+        HaltReason::OutOfFunds => "insufficient balance for transfer",
+        HaltReason::CallTooDeep => "max call depth exceeded",
+    }
+    .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_string(reason: &[u8]) -> Vec<u8> {
+        let mut data = ERROR_SELECTOR.to_vec();
+        data.extend_from_slice(&U256::from(32).to_be_bytes::<32>());
+        data.extend_from_slice(&U256::from(reason.len()).to_be_bytes::<32>());
+        let mut padded = reason.to_vec();
+        padded.resize(reason.len().div_ceil(32) * 32, 0);
+        data.extend_from_slice(&padded);
+        data
+    }
+
+    #[test]
+    fn revert_reasons_decode_like_geth() {
+        assert_eq!(revert_message(&[]), "execution reverted");
+        let error = error_string(b"no");
+        assert_eq!(revert_message(&error), "execution reverted: no");
+        // Truncated payloads fall back to the bare message.
+        assert_eq!(revert_message(&error[..40]), "execution reverted");
+        assert_eq!(
+            revert_message(&error_string(&[b'a', 0xff])),
+            "execution reverted: a\u{fffd}"
+        );
+        let mut panic = PANIC_SELECTOR.to_vec();
+        panic.extend_from_slice(&U256::from(0x11).to_be_bytes::<32>());
+        assert_eq!(
+            revert_message(&panic),
+            "execution reverted: arithmetic underflow or overflow"
+        );
+        panic[35] = 0x99;
+        assert_eq!(
+            revert_message(&panic),
+            "execution reverted: unknown panic code: 0x99"
+        );
+        // Any other selector is custom error data: no reason.
+        assert_eq!(revert_message(&[1, 2, 3, 4, 5]), "execution reverted");
+    }
+}
