@@ -13,6 +13,8 @@ pub mod limits;
 pub mod offload;
 pub mod pool;
 pub mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod view;
 pub mod vm_messages;
 

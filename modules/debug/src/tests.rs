@@ -18,12 +18,11 @@ use revm::{
     bytecode::Bytecode,
     database::{CacheDB, EmptyDB},
     state::AccountInfo,
-    DatabaseRef,
 };
 use serde_json::{json, Value};
 use simnode_api::{
-    ChainHead, ChainSpec, ChainView, ModuleContext, RpcError, RpcLimits, RpcResult, StateChanges,
-    StateError, StateRef, StoredBlock, TxLocation, TxPool,
+    testing::{MemoryChain, MemoryPool},
+    ChainSpec, ModuleContext, RpcLimits, StoredBlock,
 };
 
 const SENDER: Address = Address::repeat_byte(0xa1);
@@ -97,115 +96,6 @@ fn legacy(nonce: u64, to: Address, gas: u64, value: u64) -> TxEnvelope {
     TxEnvelope::Legacy(tx.into_signed(Signature::test_signature()))
 }
 
-struct FakeChain {
-    blocks: Vec<Arc<StoredBlock>>,
-    receipts: Vec<Arc<Vec<ReceiptEnvelope>>>,
-    genesis_state: Arc<CacheDB<EmptyDB>>,
-}
-
-#[derive(Debug)]
-struct FakeState(Arc<CacheDB<EmptyDB>>);
-
-impl DatabaseRef for FakeState {
-    type Error = StateError;
-    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
-        self.0
-            .basic_ref(address)
-            .map_err(|e| StateError(e.to_string()))
-    }
-    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
-        self.0
-            .code_by_hash_ref(code_hash)
-            .map_err(|e| StateError(e.to_string()))
-    }
-    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
-        self.0
-            .storage_ref(address, index)
-            .map_err(|e| StateError(e.to_string()))
-    }
-    fn block_hash_ref(&self, _number: u64) -> Result<B256, StateError> {
-        Ok(B256::ZERO)
-    }
-}
-
-impl ChainView for FakeChain {
-    fn head(&self) -> ChainHead {
-        ChainHead {
-            latest: self.blocks.len() as u64 - 1,
-            safe: None,
-            finalized: None,
-        }
-    }
-    fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
-        Ok(self.blocks.get(number as usize).map(|b| b.hash()))
-    }
-    fn block_number(&self, hash: &B256) -> RpcResult<Option<u64>> {
-        Ok(self
-            .blocks
-            .iter()
-            .position(|b| b.hash() == *hash)
-            .map(|n| n as u64))
-    }
-    fn header(&self, number: u64) -> RpcResult<Option<Arc<Sealed<Header>>>> {
-        Ok(self
-            .blocks
-            .get(number as usize)
-            .map(|b| Arc::new(b.header.clone())))
-    }
-    fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>> {
-        Ok(self.blocks.get(number as usize).cloned())
-    }
-    fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {
-        Ok(self.receipts.get(number as usize).cloned())
-    }
-    fn transaction_location(&self, hash: &B256) -> RpcResult<Option<TxLocation>> {
-        for block in &self.blocks {
-            if let Some(index) = block
-                .body
-                .transactions
-                .iter()
-                .position(|tx| tx.tx_hash() == hash)
-            {
-                return Ok(Some(TxLocation {
-                    block_number: block.number(),
-                    block_hash: block.hash(),
-                    index: index as u64,
-                }));
-            }
-        }
-        Ok(None)
-    }
-    fn state_at(&self, number: u64) -> RpcResult<StateRef> {
-        // Only the genesis state is kept: block 1 is the only one ever replayed.
-        if number != 0 {
-            return Err(RpcError::internal(
-                "the test chain keeps the genesis state only",
-            ));
-        }
-        Ok(Box::new(FakeState(self.genesis_state.clone())))
-    }
-    fn state_root_with(&self, _base: u64, _changes: &StateChanges) -> RpcResult<B256> {
-        Err(RpcError::internal("no state roots in the test chain"))
-    }
-}
-
-struct FakePool(Vec<Recovered<TxEnvelope>>);
-
-impl TxPool for FakePool {
-    fn insert(&self, _tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
-        Err(RpcError::Server("read-only pool".into()))
-    }
-    fn pending(&self) -> Vec<Recovered<TxEnvelope>> {
-        self.0.clone()
-    }
-    fn get(&self, hash: &B256) -> Option<Recovered<TxEnvelope>> {
-        self.0.iter().find(|tx| tx.tx_hash() == hash).cloned()
-    }
-    fn pending_nonce(&self, _sender: &Address) -> Option<u64> {
-        None
-    }
-}
-
 struct Fixture {
     ctx: ModuleContext,
     block1: Arc<StoredBlock>,
@@ -260,18 +150,15 @@ fn fixture_with(limits: RpcLimits) -> Fixture {
         )
     };
     let pooled = legacy(2, RECIPIENT, 21_000, 5);
-    let chain = FakeChain {
-        blocks: vec![Arc::new(block0), block1.clone()],
-        receipts: vec![
-            Arc::new(vec![]),
-            Arc::new(vec![receipt(21_000), receipt(60_000)]),
-        ],
-        genesis_state: Arc::new(db),
-    };
+    // Only the genesis state is kept: block 1 is the only one ever replayed.
+    let chain = MemoryChain::new()
+        .block(block0, vec![])
+        .block(block1.clone(), vec![receipt(21_000), receipt(60_000)])
+        .state(0, Arc::new(db));
     let ctx = ModuleContext {
         spec: Arc::new(spec(genesis)),
         chain: Arc::new(chain),
-        pool: Arc::new(FakePool(vec![Recovered::new_unchecked(
+        pool: Arc::new(MemoryPool::with(vec![Recovered::new_unchecked(
             pooled.clone(),
             SENDER,
         )])),

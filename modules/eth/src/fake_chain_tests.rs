@@ -2,165 +2,13 @@
 //! (rebuilt from its geth-recorded fixtures) over a hand-made state with tiny contracts.
 
 use super::*;
-use alloy::{
-    consensus::{BlockBody, ReceiptEnvelope, Transaction as _, TxEnvelope},
-    primitives::{address, Address, Bytes, B256, U256},
-    rpc::types::Transaction as RpcTransaction,
-};
-use revm::{bytecode::Bytecode, state::AccountInfo};
+use alloy::primitives::{address, Address, Bytes, B256, U256};
+use revm::{bytecode::Bytecode, database::CacheDB, state::AccountInfo};
 use serde_json::{json, Value};
 use simnode_api::{
-    ChainHead, ChainSpec, ChainView, RpcLimits, StateChanges, StateError, StateRef, TxLocation,
-    TxPool,
+    testing::{consensus_receipts, fixture, stored_block, MemoryChain, MemoryPool},
+    ChainSpec, RpcLimits,
 };
-use std::{collections::HashMap, path::PathBuf, sync::Mutex};
-
-fn fixture_dir() -> PathBuf {
-    std::env::var_os("SIMNODE_CONFORMANCE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/conformance/execution-apis")
-        })
-}
-
-fn fixture(rel: &str) -> (String, Value) {
-    let path = fixture_dir().join(rel);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "fixture {} not readable ({e}); set SIMNODE_CONFORMANCE_DIR",
-            path.display()
-        )
-    });
-    let req = text
-        .lines()
-        .find_map(|l| l.strip_prefix(">> "))
-        .expect("request")
-        .to_owned();
-    let resp = text
-        .lines()
-        .find_map(|l| l.strip_prefix("<< "))
-        .expect("response");
-    (req, serde_json::from_str(resp).expect("response json"))
-}
-
-#[derive(Clone, Debug, Default)]
-struct MemState {
-    accounts: HashMap<Address, AccountInfo>,
-    storage: HashMap<(Address, U256), U256>,
-}
-
-impl revm::DatabaseRef for MemState {
-    type Error = StateError;
-    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
-        Ok(self.accounts.get(&address).cloned())
-    }
-    fn code_by_hash_ref(&self, hash: B256) -> Result<Bytecode, StateError> {
-        self.accounts
-            .values()
-            .find(|a| a.code_hash == hash)
-            .and_then(|a| a.code.clone())
-            .ok_or_else(|| StateError(format!("no code {hash}")))
-    }
-    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
-        Ok(self
-            .storage
-            .get(&(address, index))
-            .copied()
-            .unwrap_or_default())
-    }
-    fn block_hash_ref(&self, _number: u64) -> Result<B256, StateError> {
-        Ok(B256::ZERO)
-    }
-}
-
-struct FakeChain {
-    block: Arc<StoredBlock>,
-    receipts: Arc<Vec<ReceiptEnvelope>>,
-    state: MemState,
-}
-
-impl ChainView for FakeChain {
-    fn head(&self) -> ChainHead {
-        ChainHead {
-            latest: 1,
-            safe: Some(1),
-            finalized: Some(1),
-        }
-    }
-    fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
-        Ok((number == 1).then(|| self.block.hash()))
-    }
-    fn block_number(&self, hash: &B256) -> RpcResult<Option<u64>> {
-        Ok((*hash == self.block.hash()).then_some(1))
-    }
-    fn header(&self, number: u64) -> RpcResult<Option<Arc<Sealed<Header>>>> {
-        Ok((number == 1).then(|| Arc::new(self.block.header.clone())))
-    }
-    fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>> {
-        Ok((number == 1).then(|| self.block.clone()))
-    }
-    fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {
-        Ok((number == 1).then(|| self.receipts.clone()))
-    }
-    fn transaction_location(&self, hash: &B256) -> RpcResult<Option<TxLocation>> {
-        Ok(self
-            .block
-            .body
-            .transactions
-            .iter()
-            .position(|t| t.tx_hash() == hash)
-            .map(|i| TxLocation {
-                block_number: 1,
-                block_hash: self.block.hash(),
-                index: i as u64,
-            }))
-    }
-    fn state_at(&self, number: u64) -> RpcResult<StateRef> {
-        if number > 1 {
-            return Err(RpcError::HeaderNotFound);
-        }
-        Ok(Box::new(self.state.clone()))
-    }
-    fn state_root_with(&self, _base: u64, _changes: &StateChanges) -> RpcResult<B256> {
-        Err(RpcError::Internal("not in the fake".into()))
-    }
-}
-
-#[derive(Default)]
-struct FakePool(Mutex<Vec<Recovered<TxEnvelope>>>);
-
-impl TxPool for FakePool {
-    fn insert(&self, tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
-        let hash = *tx.inner().tx_hash();
-        let mut txs = self.0.lock().unwrap();
-        if txs.iter().any(|t| *t.inner().tx_hash() == hash) {
-            return Err(RpcError::Server("already known".into()));
-        }
-        txs.push(tx);
-        Ok(hash)
-    }
-    fn pending(&self) -> Vec<Recovered<TxEnvelope>> {
-        self.0.lock().unwrap().clone()
-    }
-    fn get(&self, hash: &B256) -> Option<Recovered<TxEnvelope>> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|t| t.inner().tx_hash() == hash)
-            .cloned()
-    }
-    fn pending_nonce(&self, sender: &Address) -> Option<u64> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|t| t.signer() == *sender)
-            .map(|t| t.nonce() + 1)
-            .max()
-    }
-}
 
 const RETURNS_42: Address = address!("00000000000000000000000000000000000000a1");
 const REVERTS: Address = address!("00000000000000000000000000000000000000a2");
@@ -196,33 +44,14 @@ fn spec() -> ChainSpec {
 
 fn module() -> jsonrpsee::RpcModule<Eth> {
     let (_, block_json) = fixture("eth_getBlockByHash/get-block-by-hash.io");
-    let block: Block<RpcTransaction<TxEnvelope>> =
-        serde_json::from_value(block_json["result"].clone()).unwrap();
-    let hash = block.header.hash;
-    let txs: Vec<RpcTransaction<TxEnvelope>> = block.transactions.into_transactions().collect();
-    let stored = StoredBlock {
-        header: Sealed::new_unchecked(block.header.inner, hash),
-        senders: txs.iter().map(|t| t.inner.signer()).collect(),
-        body: BlockBody {
-            transactions: txs.into_iter().map(|t| t.inner.into_inner()).collect(),
-            ommers: vec![],
-            withdrawals: block.withdrawals,
-        },
-    };
+    let stored = stored_block(&block_json["result"]);
     let (_, receipts_json) = fixture("eth_getBlockReceipts/get-block-receipts-n.io");
-    let receipts: Vec<TransactionReceipt> =
-        serde_json::from_value(receipts_json["result"].clone()).unwrap();
-    let receipts = receipts
-        .into_iter()
-        .map(|r| r.inner.into_primitives_receipt())
-        .collect();
+    let receipts = consensus_receipts(&receipts_json["result"]);
 
-    let mut state = MemState::default();
+    let mut state = CacheDB::default();
     let mut contract = |addr: Address, code: &[u8]| {
         let code = Bytecode::new_raw(Bytes::copy_from_slice(code));
-        state
-            .accounts
-            .insert(addr, AccountInfo::default().with_code(code));
+        state.insert_account_info(addr, AccountInfo::default().with_code(code));
     };
     // PUSH1 42 PUSH1 0 MSTORE PUSH1 32 PUSH1 0 RETURN
     contract(
@@ -241,7 +70,7 @@ fn module() -> jsonrpsee::RpcModule<Eth> {
             0x43, 0x60, 0x00, 0x52, 0x48, 0x60, 0x20, 0x52, 0x60, 0x40, 0x60, 0x00, 0xf3,
         ],
     );
-    state.accounts.insert(
+    state.insert_account_info(
         RICH,
         AccountInfo {
             balance: U256::from(10u128.pow(21)),
@@ -250,18 +79,18 @@ fn module() -> jsonrpsee::RpcModule<Eth> {
         },
     );
     state
-        .storage
-        .insert((RETURNS_42, U256::from(3)), U256::from(0x38));
+        .insert_account_storage(RETURNS_42, U256::from(3), U256::from(0x38))
+        .expect("the account exists");
 
-    let chain = FakeChain {
-        block: Arc::new(stored),
-        receipts: Arc::new(receipts),
-        state,
-    };
+    // Only block 1 of the chain, final, with the state after it.
+    let chain = MemoryChain::new()
+        .block(stored, receipts)
+        .state(1, Arc::new(state))
+        .finalized(1);
     let ctx = ModuleContext {
         spec: Arc::new(spec()),
         chain: Arc::new(chain),
-        pool: Arc::new(FakePool::default()),
+        pool: Arc::new(MemoryPool::default()),
         limits: Arc::new(RpcLimits::default()),
     };
     Eth::new(ctx).into_rpc()

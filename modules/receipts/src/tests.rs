@@ -5,42 +5,19 @@
 //! effectiveGasPrice, indexes, log metadata) must be derived and match geth exactly.
 
 use super::*;
-use alloy::{
-    consensus::{BlockBody, Sealed, TxEnvelope},
-    rpc::types::{Block, Transaction as RpcTransaction},
-};
+use alloy::consensus::Sealed;
 use serde_json::Value;
-use std::path::PathBuf;
-
-fn fixture_dir() -> PathBuf {
-    std::env::var_os("SIMNODE_CONFORMANCE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/conformance/execution-apis")
-        })
-}
+use simnode_api::testing::{conformance_dir, consensus_receipts, fixture, stored_block};
 
 fn fixture_result(rel: &str) -> Value {
-    let path = fixture_dir().join(rel);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "fixture {} not readable ({e}); set SIMNODE_CONFORMANCE_DIR",
-            path.display()
-        )
-    });
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("<< "))
-        .expect("response line");
-    let v: Value = serde_json::from_str(line).expect("response json");
-    v["result"].clone()
+    fixture(rel).1["result"].clone()
 }
 
 fn spec() -> ChainSpec {
-    let genesis: alloy::genesis::Genesis =
-        serde_json::from_str(&std::fs::read_to_string(fixture_dir().join("genesis.json")).unwrap())
-            .unwrap();
+    let genesis: alloy::genesis::Genesis = serde_json::from_str(
+        &std::fs::read_to_string(conformance_dir().join("genesis.json")).unwrap(),
+    )
+    .unwrap();
     let cfg = &genesis.config;
     use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork as F, ForkCondition as C};
     let b = |n: Option<u64>| n.map(C::Block).unwrap_or(C::Never);
@@ -75,29 +52,7 @@ fn spec() -> ChainSpec {
 }
 
 fn block_from_fixture(rel: &str) -> StoredBlock {
-    let block: Block<RpcTransaction<TxEnvelope>> =
-        serde_json::from_value(fixture_result(rel)).unwrap();
-    let hash = block.header.hash;
-    let header = Sealed::new_unchecked(block.header.inner, hash);
-    let txs: Vec<RpcTransaction<TxEnvelope>> = block.transactions.into_transactions().collect();
-    let senders = txs.iter().map(|t| t.inner.signer()).collect();
-    let transactions = txs.into_iter().map(|t| t.inner.into_inner()).collect();
-    StoredBlock {
-        header,
-        body: BlockBody {
-            transactions,
-            ommers: vec![],
-            withdrawals: block.withdrawals,
-        },
-        senders,
-    }
-}
-
-fn consensus_receipts(expected: &Value) -> Vec<ReceiptEnvelope> {
-    let rpc: Vec<TransactionReceipt> = serde_json::from_value(expected.clone()).unwrap();
-    rpc.into_iter()
-        .map(|r| r.inner.into_primitives_receipt())
-        .collect()
+    stored_block(&fixture_result(rel))
 }
 
 fn check_block(block_fixture: &str, receipts_fixture: &str) {

@@ -6,10 +6,9 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use alloy::consensus::transaction::Recovered;
 use alloy::primitives::Sealable;
 use alloy::{
-    consensus::{BlockBody, Header, ReceiptEnvelope, Sealed, TxEnvelope},
+    consensus::Header,
     eips::eip7840::BlobParams,
     primitives::{Address, Bytes, B256, U256},
 };
@@ -18,12 +17,11 @@ use revm::{
     bytecode::Bytecode,
     database::{CacheDB, EmptyDB},
     state::AccountInfo,
-    DatabaseRef,
 };
 use serde_json::Value;
 use simnode_api::{
-    ChainHead, ChainSpec, ChainView, ModuleContext, RpcError, RpcLimits, RpcResult, StateChanges,
-    StateError, StateRef, StoredBlock, TxLocation, TxPool,
+    testing::{MemoryChain, MemoryPool},
+    ChainSpec, ModuleContext, RpcLimits,
 };
 use simnode_trace::TraceLimits;
 
@@ -159,23 +157,19 @@ impl Genesis {
 
     pub fn context(self) -> ModuleContext {
         let spec = Arc::new(spec());
-        let chain = FakeChain {
-            headers: (0..2)
-                .map(|n| {
-                    let header = header_with(
-                        n,
-                        self.base_fee.unwrap_or(BASE_FEE),
-                        self.coinbase.unwrap_or(COINBASE),
-                    );
-                    Arc::new(header.seal_slow())
-                })
-                .collect(),
-            state: Arc::new(self.db),
-        };
+        let state = Arc::new(self.db);
+        let chain = (0..2).fold(MemoryChain::new(), |chain, n| {
+            let header = header_with(
+                n,
+                self.base_fee.unwrap_or(BASE_FEE),
+                self.coinbase.unwrap_or(COINBASE),
+            );
+            chain.header(header.seal_slow()).state(n, state.clone())
+        });
         ModuleContext {
             spec,
             chain: Arc::new(chain),
-            pool: Arc::new(NoPool),
+            pool: Arc::new(MemoryPool::default()),
             limits: Arc::new(RpcLimits::default()),
         }
     }
@@ -189,105 +183,6 @@ impl Genesis {
         let mut limits = TraceLimits::from_rpc(&ctx.limits);
         f(&mut limits);
         simnode_trace::rpc_module_with_limits(ctx, limits)
-    }
-}
-
-struct FakeChain {
-    headers: Vec<Arc<Sealed<Header>>>,
-    state: Arc<CacheDB<EmptyDB>>,
-}
-
-#[derive(Debug)]
-struct FakeState(Arc<CacheDB<EmptyDB>>);
-
-impl DatabaseRef for FakeState {
-    type Error = StateError;
-    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
-        self.0
-            .basic_ref(address)
-            .map_err(|e| StateError(e.to_string()))
-    }
-    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
-        self.0
-            .code_by_hash_ref(code_hash)
-            .map_err(|e| StateError(e.to_string()))
-    }
-    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
-        self.0
-            .storage_ref(address, index)
-            .map_err(|e| StateError(e.to_string()))
-    }
-    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
-        self.0
-            .block_hash_ref(number)
-            .map_err(|e| StateError(e.to_string()))
-    }
-}
-
-impl ChainView for FakeChain {
-    fn head(&self) -> ChainHead {
-        ChainHead {
-            latest: self.headers.len() as u64 - 1,
-            safe: None,
-            finalized: None,
-        }
-    }
-    fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
-        Ok(self.headers.get(number as usize).map(|h| h.hash()))
-    }
-    fn block_number(&self, hash: &B256) -> RpcResult<Option<u64>> {
-        Ok(self
-            .headers
-            .iter()
-            .position(|h| h.hash() == *hash)
-            .map(|n| n as u64))
-    }
-    fn header(&self, number: u64) -> RpcResult<Option<Arc<Sealed<Header>>>> {
-        Ok(self.headers.get(number as usize).cloned())
-    }
-    fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>> {
-        Ok(self.headers.get(number as usize).map(|h| {
-            Arc::new(StoredBlock {
-                header: (**h).clone(),
-                body: BlockBody::default(),
-                senders: vec![],
-            })
-        }))
-    }
-    fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {
-        Ok(self.headers.get(number as usize).map(|_| Arc::new(vec![])))
-    }
-    fn transaction_location(&self, _hash: &B256) -> RpcResult<Option<TxLocation>> {
-        Ok(None)
-    }
-    fn state_at(&self, number: u64) -> RpcResult<StateRef> {
-        if number as usize >= self.headers.len() {
-            return Err(RpcError::HeaderNotFound);
-        }
-        Ok(Box::new(FakeState(self.state.clone())))
-    }
-    fn state_root_with(&self, _base: u64, _changes: &StateChanges) -> RpcResult<B256> {
-        Err(RpcError::internal(
-            "state roots are not computed by the test chain",
-        ))
-    }
-}
-
-/// A pool that holds nothing; trace_callMany never asks it.
-struct NoPool;
-
-impl TxPool for NoPool {
-    fn insert(&self, _tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
-        Err(RpcError::Server("the test chain has no pool".into()))
-    }
-    fn pending(&self) -> Vec<Recovered<TxEnvelope>> {
-        vec![]
-    }
-    fn get(&self, _hash: &B256) -> Option<Recovered<TxEnvelope>> {
-        None
-    }
-    fn pending_nonce(&self, _sender: &Address) -> Option<u64> {
-        None
     }
 }
 
