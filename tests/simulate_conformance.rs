@@ -6,7 +6,6 @@
 //! difference of each failure.
 
 use std::{
-    process::Command,
     sync::{Arc, OnceLock},
     time::{Duration, Instant},
 };
@@ -25,21 +24,12 @@ fn imported_chain() -> Chain {
     static CHAIN: OnceLock<Chain> = OnceLock::new();
     CHAIN
         .get_or_init(|| {
-            let dir = support::chain_dir();
-            let genesis = dir.join("genesis.json");
-            let datadir = support::process_dir("simulate-datadir");
-            let status = Command::new(env!("CARGO_BIN_EXE_simnode"))
-                .arg("import")
-                .arg("--chain")
-                .arg(&genesis)
-                .arg("--datadir")
-                .arg(&datadir)
-                .arg(dir.join("chain.rlp"))
-                .status()
-                .expect("running simnode import");
-            assert!(status.success(), "simnode import failed");
+            let datadir = support::import_into_process_dir("simulate-datadir")
+                .unwrap_or_else(|e| panic!("{e}"));
             let args = simnode::cli::ChainArgs {
-                chain: genesis.to_string_lossy().into_owned(),
+                chain: support::execution_apis_genesis()
+                    .to_string_lossy()
+                    .into_owned(),
                 datadir: Some(datadir),
             };
             let (store, chain) = simnode::node::open_store(&args).expect("opening the store");

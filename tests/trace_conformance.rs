@@ -26,7 +26,6 @@
 
 use std::{
     path::PathBuf,
-    process::Command,
     sync::{Arc, OnceLock},
 };
 
@@ -38,24 +37,13 @@ mod support;
 /// The trace module over the execution-apis chain, imported once per test binary.
 fn methods() -> jsonrpsee::Methods {
     static DATADIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = support::chain_dir();
-    let genesis = dir.join("genesis.json");
     let datadir = DATADIR.get_or_init(|| {
-        let datadir = support::process_dir("trace-datadir");
-        let status = Command::new(env!("CARGO_BIN_EXE_simnode"))
-            .arg("import")
-            .arg("--chain")
-            .arg(&genesis)
-            .arg("--datadir")
-            .arg(&datadir)
-            .arg(dir.join("chain.rlp"))
-            .status()
-            .expect("running simnode import");
-        assert!(status.success(), "simnode import failed");
-        datadir
+        support::import_into_process_dir("trace-datadir").unwrap_or_else(|e| panic!("{e}"))
     });
     let args = simnode::cli::ChainArgs {
-        chain: genesis.to_string_lossy().into_owned(),
+        chain: support::execution_apis_genesis()
+            .to_string_lossy()
+            .into_owned(),
         datadir: Some(datadir.clone()),
     };
     let (store, chain) = simnode::node::open_store(&args).expect("opening the store");

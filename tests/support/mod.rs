@@ -141,32 +141,36 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Runs `simnode import` of the execution-apis `chain.rlp` into [`process_dir`]`(prefix)`,
+/// for a test process that opens the chain once and keeps it.
+pub fn import_into_process_dir(prefix: &str) -> Result<PathBuf, String> {
+    let dir = process_dir(prefix);
+    let out = Command::new(simnode_bin())
+        .arg("import")
+        .arg("--chain")
+        .arg(execution_apis_genesis())
+        .arg("--datadir")
+        .arg(&dir)
+        .arg(chain_dir().join("chain.rlp"))
+        .output()
+        .map_err(|e| format!("running {}: {e}", simnode_bin()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "simnode import failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(dir)
+}
+
 /// Runs `simnode import` of the execution-apis `chain.rlp` into a datadir and returns a
 /// fresh copy of it. The import itself runs once per test process; every caller gets its own
 /// copy so that nodes never share a database.
 pub fn import_execution_apis_chain() -> TempDir {
     static IMPORTED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let template = IMPORTED.get_or_init(|| {
-        let dir = process_dir("execution-apis-datadir");
-        let out = Command::new(simnode_bin())
-            .arg("import")
-            .arg("--chain")
-            .arg(execution_apis_genesis())
-            .arg("--datadir")
-            .arg(&dir)
-            .arg(chain_dir().join("chain.rlp"))
-            .output()
-            .map_err(|e| format!("running {}: {e}", simnode_bin()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "simnode import failed ({}):\n{}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(dir)
-    });
+    let template = IMPORTED.get_or_init(|| import_into_process_dir("execution-apis-datadir"));
     let template = match template {
         Ok(dir) => dir,
         Err(e) => panic!("{e}"),
