@@ -179,8 +179,8 @@ fn gas_cap_zero_means_no_cap() {
     assert_eq!(calls[1]["status"], "0x1", "{blocks}");
 }
 
-/// A call past `--rpc.evm-timeout` answers -32016 and stops running: the node goes idle right
-/// after. (eth_call, eth_estimateGas and eth_createAccessList used to answer at the deadline
+/// A call past `--rpc.evm-timeout` with more gas than a block holds answers -32016 and stops
+/// running: the node goes idle right after. (eth_call, eth_estimateGas and eth_createAccessList used to answer at the deadline
 /// while the EVM ran on in a blocking thread until the gas was used up, which with
 /// `--rpc.gascap 0` is never.)
 #[cfg(target_os = "linux")]
@@ -194,8 +194,16 @@ fn calls_past_the_deadline_stop_running() {
     let looping = address!("00000000000000000000000000000000000100ff");
     // JUMPDEST PUSH1 0 JUMP: loops until the gas runs out.
     let overrides = json!({ looping.to_string(): {"code": "0x5b600056"} });
-    let call = json!({"from": ADDR0, "to": looping});
-    for method in ["eth_call", "eth_estimateGas", "eth_createAccessList"] {
+    // Without gas, eth_call gets half of u64::MAX; the others are given more than any block
+    // holds (a defaulted estimate is bounded by the block gas limit, and runs that small end
+    // on their own).
+    let no_gas = json!({"from": ADDR0, "to": looping});
+    let much_gas = json!({"from": ADDR0, "to": looping, "gas": "0x1000000000"});
+    for (method, call) in [
+        ("eth_call", &no_gas),
+        ("eth_estimateGas", &much_gas),
+        ("eth_createAccessList", &much_gas),
+    ] {
         let r = node.call(method, json!([call, "latest", overrides]));
         assert_eq!(r["error"]["code"], -32016, "{method}: {r}");
     }
