@@ -572,6 +572,8 @@ impl Runner<'_> {
                 format!("block gas limit reached: {gas_used} >= {gas_limit}"),
             ));
         }
+        // The request-wide budget bounds the call before anything reports its gas.
+        gas = gas.min(self.budget);
         if self.validate {
             // geth checks the nonce before anything about fees.
             if nonce < state_nonce {
@@ -606,7 +608,6 @@ impl Runner<'_> {
                 )));
             }
         }
-        gas = gas.min(self.budget);
         let input = call
             .input
             .try_into_unique_input()
