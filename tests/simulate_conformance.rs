@@ -104,6 +104,31 @@ fn simulate_fixtures() {
     );
 }
 
+/// The conformance comparison leaves error messages out; clients show them to people, and
+/// ours are geth's word for word on every fixture that expects an error.
+#[test]
+fn error_messages_are_geths() {
+    let sim = Simulate::new(context(RpcLimits {
+        max_simulate_blocks: 256,
+        ..RpcLimits::default()
+    }));
+    let mut checked = 0;
+    for file in support::fixture_files("eth_simulateV1") {
+        let fixture = support::Fixture::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        for (request, expected) in &fixture.exchanges {
+            let expected: Value = serde_json::from_str(expected).expect("fixture response");
+            let Some(want) = expected.get("error") else {
+                continue;
+            };
+            let request: Value = serde_json::from_str(request).expect("fixture request");
+            let got = answer(&sim, &request);
+            assert_eq!(&got["error"], want, "{}", file.display());
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no error fixtures");
+}
+
 fn request(payload: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1", "params": [payload, "latest"]})
 }

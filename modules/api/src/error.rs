@@ -21,6 +21,9 @@ pub enum SimulateCode {
     SenderNotEoa,
     MaxInitCodeSize,
     ClientLimitExceeded,
+    /// The sender's nonce is at its maximum: geth answers -32603 with its own message (no
+    /// "internal error" wording, nothing failed inside the node).
+    NonceMaxValue,
 }
 
 impl SimulateCode {
@@ -39,6 +42,7 @@ impl SimulateCode {
             Self::SenderNotEoa => -38024,
             Self::MaxInitCodeSize => -38025,
             Self::ClientLimitExceeded => -38026,
+            Self::NonceMaxValue => -32603,
         }
     }
 }

@@ -589,9 +589,10 @@ impl Runner<'_> {
                 ));
             }
             if state_nonce == u64::MAX {
-                return Err(RpcError::Internal(format!(
-                    "err: nonce has max value: address {from}, nonce: {state_nonce} (supplied gas {gas})"
-                )));
+                return Err(RpcError::simulate(
+                    SimulateCode::NonceMaxValue,
+                    format!("err: nonce has max value: address {from}, nonce: {state_nonce} (supplied gas {gas})"),
+                ));
             }
         }
         if call.gas_price.is_some()
@@ -745,6 +746,7 @@ impl Runner<'_> {
             envelope,
             blob_count: blob_hashes.len() as u64,
             wraps_nonce: kind.is_call() && state_nonce == u64::MAX && !self.validate,
+            base_fee: header.base_fee_per_gas.unwrap_or_default(),
             gas,
         })
     }
@@ -834,6 +836,8 @@ struct PreparedCall {
     blob_count: u64,
     /// The sender's nonce is at its maximum and the call will wrap it to zero.
     wraps_nonce: bool,
+    /// The block's base fee (0 before London), for geth's fee error message.
+    base_fee: u64,
     gas: u64,
 }
 
@@ -913,15 +917,15 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
             SimulateCode::NonceTooLow,
             msg(format!("nonce too low: address {from}, tx: {tx} state: {state}")),
         ),
-        I::NonceOverflowInTransaction => RpcError::Internal(msg(format!(
-            "nonce has max value: address {from}, nonce: {}",
-            u64::MAX
-        ))),
+        I::NonceOverflowInTransaction => RpcError::simulate(
+            SimulateCode::NonceMaxValue,
+            msg(format!("nonce has max value: address {from}, nonce: {}", u64::MAX)),
+        ),
         I::GasPriceLessThanBasefee => RpcError::simulate(
             SimulateCode::BaseFeeTooLow,
             msg(format!(
-                "max fee per gas less than block base fee: address {from}, maxFeePerGas: {}",
-                call.tx_env.gas_price
+                "max fee per gas less than block base fee: address {from}, maxFeePerGas: {}, baseFee: {}",
+                call.tx_env.gas_price, call.base_fee
             )),
         ),
         I::PriorityFeeGreaterThanMaxFee => RpcError::invalid_params(msg(format!(
