@@ -253,9 +253,9 @@ fn plan_chain(
     Ok(plan)
 }
 
-/// The default timestamp of the block after one at `prev`. Past `u64::MAX` there is none
-/// that keeps timestamps increasing, which is what -38021 says (geth's sum wraps around and
-/// then fails the same order check).
+/// The default timestamp of the block after one at `prev`. Near `u64::MAX` no timestamp keeps
+/// the chain increasing, so the block is out of order (-38021) rather than given a wrapped or
+/// repeated time.
 fn next_timestamp(prev: u64) -> RpcResult<u64> {
     prev.checked_add(TIMESTAMP_INCREMENT).ok_or_else(|| {
         RpcError::simulate(
