@@ -1,9 +1,9 @@
 //! geth's wording of what went wrong in a call, shared by every module that reports one
-//! (eth_call and eth_estimateGas errors, eth_simulateV1's per-call `error`): clients match on
-//! these strings, so there is one copy of them.
+//! (eth_call and eth_estimateGas errors, eth_simulateV1's per-call `error`, trace_callMany's
+//! refusals): clients match on these strings, so there is one copy of them.
 
-use alloy::primitives::U256;
-use revm::context::result::{HaltReason, OutOfGasError};
+use alloy::primitives::{Address, U256};
+use revm::context::result::{HaltReason, InvalidTransaction, OutOfGasError};
 
 /// `Error(string)`, the selector of `revert("...")` and `require(..., "...")`.
 const ERROR_SELECTOR: [u8; 4] = [0x08, 0xc3, 0x79, 0xa0];
@@ -85,6 +85,42 @@ pub fn halt_message(reason: &HaltReason) -> String {
         HaltReason::CallTooDeep => "max call depth exceeded",
     }
     .to_owned()
+}
+
+/// geth's wording for transactions that fail validation.
+pub fn invalid_tx_message(err: &InvalidTransaction, caller: Address) -> String {
+    match err {
+        InvalidTransaction::LackOfFundForMaxFee { fee, balance } => {
+            format!("insufficient funds for gas * price + value: address {caller} have {balance} want {fee}")
+        }
+        InvalidTransaction::CallGasCostMoreThanGasLimit {
+            initial_gas,
+            gas_limit,
+        } => {
+            format!("intrinsic gas too low: gas {gas_limit}, minimum needed {initial_gas}")
+        }
+        InvalidTransaction::GasFloorMoreThanGasLimit {
+            gas_floor,
+            gas_limit,
+        } => {
+            format!("insufficient gas for floor data gas cost: gas {gas_limit}, minimum needed {gas_floor}")
+        }
+        InvalidTransaction::PriorityFeeGreaterThanMaxFee => {
+            format!("max priority fee per gas higher than max fee per gas: address {caller}")
+        }
+        InvalidTransaction::GasPriceLessThanBasefee => {
+            format!("max fee per gas less than block base fee: address {caller}")
+        }
+        InvalidTransaction::NonceTooLow { tx, state } => {
+            format!("nonce too low: address {caller}, tx: {tx} state: {state}")
+        }
+        InvalidTransaction::NonceTooHigh { tx, state } => {
+            format!("nonce too high: address {caller}, tx: {tx} state: {state}")
+        }
+        InvalidTransaction::CreateInitCodeSizeLimit => "max initcode size exceeded".into(),
+        InvalidTransaction::RejectCallerWithCode => format!("sender not an eoa: address {caller}"),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use alloy_evm::{
 };
 use revm::{
     context::{result::ExecutionResult, TxEnv},
-    context_interface::result::{EVMError, HaltReason, InvalidTransaction},
+    context_interface::result::{EVMError, HaltReason},
     database::CacheDB,
     DatabaseRef,
 };
@@ -168,7 +168,9 @@ pub fn run(
 
 fn transaction_error(err: EVMError<StateError>, caller: alloy::primitives::Address) -> RpcError {
     match err {
-        EVMError::Transaction(invalid) => RpcError::Server(invalid_tx_message(&invalid, caller)),
+        EVMError::Transaction(invalid) => {
+            RpcError::Server(vm_messages::invalid_tx_message(&invalid, caller))
+        }
         EVMError::Database(e) => RpcError::Internal(e.to_string()),
         other => RpcError::Internal(other.to_string()),
     }
@@ -213,42 +215,6 @@ pub fn revert_error(output: Bytes) -> RpcError {
     RpcError::Reverted {
         message: vm_messages::revert_message(&output),
         data: output,
-    }
-}
-
-/// geth's wording for transactions that fail validation.
-pub fn invalid_tx_message(err: &InvalidTransaction, caller: alloy::primitives::Address) -> String {
-    match err {
-        InvalidTransaction::LackOfFundForMaxFee { fee, balance } => {
-            format!("insufficient funds for gas * price + value: address {caller} have {balance} want {fee}")
-        }
-        InvalidTransaction::CallGasCostMoreThanGasLimit {
-            initial_gas,
-            gas_limit,
-        } => {
-            format!("intrinsic gas too low: gas {gas_limit}, minimum needed {initial_gas}")
-        }
-        InvalidTransaction::GasFloorMoreThanGasLimit {
-            gas_floor,
-            gas_limit,
-        } => {
-            format!("insufficient gas for floor data gas cost: gas {gas_limit}, minimum needed {gas_floor}")
-        }
-        InvalidTransaction::PriorityFeeGreaterThanMaxFee => {
-            format!("max priority fee per gas higher than max fee per gas: address {caller}")
-        }
-        InvalidTransaction::GasPriceLessThanBasefee => {
-            format!("max fee per gas less than block base fee: address {caller}")
-        }
-        InvalidTransaction::NonceTooLow { tx, state } => {
-            format!("nonce too low: address {caller}, tx: {tx} state: {state}")
-        }
-        InvalidTransaction::NonceTooHigh { tx, state } => {
-            format!("nonce too high: address {caller}, tx: {tx} state: {state}")
-        }
-        InvalidTransaction::CreateInitCodeSizeLimit => "max initcode size exceeded".into(),
-        InvalidTransaction::RejectCallerWithCode => format!("sender not an eoa: address {caller}"),
-        other => other.to_string(),
     }
 }
 

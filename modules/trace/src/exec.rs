@@ -23,7 +23,7 @@
 use std::time::Instant;
 
 use alloy::{
-    primitives::U256,
+    primitives::{Address, U256},
     rpc::types::{
         trace::parity::{TraceResults, TraceType},
         TransactionRequest,
@@ -42,7 +42,7 @@ use revm_inspectors::tracing::{
 };
 use simnode_api::{
     guard::{Abort, Guard},
-    BlockParam, ModuleContext, RpcError, RpcResult, StateDb, StateError,
+    vm_messages, BlockParam, ModuleContext, RpcError, RpcResult, StateDb, StateError,
 };
 
 use crate::{params::TraceCall, TraceLimits};
@@ -141,6 +141,7 @@ impl Run<'_> {
             trace_types,
         } = call;
         let tx = self.tx_env(env, request)?;
+        let caller = tx.caller;
 
         let mut env = env.clone();
         if tx.gas_price == 0 {
@@ -160,7 +161,7 @@ impl Run<'_> {
 
         let results = if trace_types.is_empty() {
             let res = transact(&mut self.db, env, tx, &mut guard);
-            let res = self.settle(res, &guard, false)?;
+            let res = self.settle(res, caller, &guard, false)?;
             let output = res.result.output().cloned().unwrap_or_default();
             self.finish(res, more);
             TraceResults {
@@ -180,7 +181,7 @@ impl Run<'_> {
                             .set_behavior(TraceLimitBehavior::Halt),
                     );
             let res = transact(&mut self.db, env, tx, (&mut tracer, &mut guard));
-            let res = self.settle(res, &guard, tracer.limit_exceeded())?;
+            let res = self.settle(res, caller, &guard, tracer.limit_exceeded())?;
             self.trace_bytes = guard.bytes.saturating_add(tracer.recorded_bytes());
             if self.trace_bytes > self.limits.max_trace_bytes {
                 return Err(too_large(self.limits));
@@ -199,6 +200,7 @@ impl Run<'_> {
     fn settle(
         &mut self,
         res: Result<ResultAndState, EVMError<StateError>>,
+        caller: Address,
         guard: &Guard,
         tracer_full: bool,
     ) -> RpcResult<ResultAndState> {
@@ -210,7 +212,7 @@ impl Run<'_> {
             Err(err) => Err(match (guard.abort, tracer_full) {
                 (Some(Abort::Deadline), _) => timeout(self.limits),
                 (Some(Abort::TraceTooLarge), _) | (None, true) => too_large(self.limits),
-                (None, false) => evm_error(err),
+                (None, false) => evm_error(err, caller),
             }),
         }
     }
@@ -285,9 +287,11 @@ fn too_large(limits: &TraceLimits) -> RpcError {
     ))
 }
 
-fn evm_error(err: EVMError<StateError>) -> RpcError {
+fn evm_error(err: EVMError<StateError>, caller: Address) -> RpcError {
     match err {
-        EVMError::Transaction(err) => RpcError::Server(err.to_string()),
+        EVMError::Transaction(err) => {
+            RpcError::Server(vm_messages::invalid_tx_message(&err, caller))
+        }
         EVMError::Header(err) => RpcError::internal(err),
         EVMError::Database(err) => RpcError::from(err),
         other => RpcError::internal(other),

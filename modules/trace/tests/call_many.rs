@@ -621,6 +621,14 @@ async fn errors() {
             .starts_with("call 1:"),
         "{resp}"
     );
+    // In geth's words, as eth_call says it.
+    let message = resp["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "insufficient funds for gas * price + value: address {empty} have 0 want 1"
+        )),
+        "{resp}"
+    );
     // An empty list is an empty answer.
     assert_eq!(result(&methods, json!([[]])).await, json!([]));
 }
