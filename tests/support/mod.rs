@@ -313,7 +313,6 @@ impl Node {
         }
     }
 
-    /// What the node wrote to stdout and stderr so far.
     /// The node's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -332,6 +331,7 @@ impl Node {
         tick(14) + tick(15)
     }
 
+    /// What the node wrote to stdout and stderr so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
