@@ -31,13 +31,9 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// The execution-apis fixture directory: `$SIMNODE_CONFORMANCE_DIR`, or
-/// `../shared/conformance/execution-apis` next to the repository.
-pub fn conformance_dir() -> PathBuf {
-    match std::env::var_os("SIMNODE_CONFORMANCE_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => repo_root().join("../shared/conformance/execution-apis"),
-    }
-}
+/// `../shared/conformance/execution-apis` next to the repository (the rule the modules' own
+/// tests follow too).
+pub use simnode_api::testing::conformance_dir;
 
 /// reth's trace_callMany answers on the execution-apis chain: `$SIMNODE_RETH_TRACE_DIR`, or
 /// `../shared/conformance/reth-trace` next to the repository.
