@@ -22,6 +22,7 @@ use super::{
     http_layer::{AuthedKey, LimitedMarker, NoAnswer, Transport},
     metrics, param_errors,
     policy::MethodPolicy,
+    workers,
 };
 
 #[derive(Debug)]
@@ -224,10 +225,12 @@ where
         let inner = self.inner.clone();
         let shared = self.shared.clone();
         async move {
-            if let Err(err) = charge(&shared.keys, request.extensions(), 1).await {
-                return limited_response(request.id, err);
-            }
-            Self::serve_call(inner, shared, request).await
+            let response = match charge(&shared.keys, request.extensions(), 1).await {
+                Err(err) => limited_response(request.id, err),
+                Ok(()) => Self::serve_call(inner, shared, request).await,
+            };
+            workers::note_answer();
+            response
         }
     }
 
@@ -285,6 +288,7 @@ where
             if let Err(err) = charged {
                 response.extensions_mut().insert(LimitedMarker(err));
             }
+            workers::note_answer();
             response
         }
     }

@@ -36,6 +36,7 @@ pub mod modules;
 pub mod param_errors;
 pub mod policy;
 pub mod redis_keys;
+pub mod workers;
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -48,7 +49,7 @@ use anyhow::Context as _;
 use clap::Args;
 use jsonrpsee::server::{
     middleware::rpc::RpcServiceBuilder, BatchRequestConfig, Methods, PingConfig, ServerBuilder,
-    ServerConfig,
+    ServerConfig, StopHandle,
 };
 
 pub use backend::{KeyBackend, KeysBackendKind};
@@ -91,6 +92,13 @@ pub struct RpcArgs {
     /// Most open WebSocket connections; more are refused with HTTP 503.
     #[arg(long = "ws.max-connections", default_value_t = 100)]
     pub max_ws_connections: u32,
+    /// Threads serving RPC connections (each connection stays on one); 0: one per CPU core.
+    #[arg(long = "rpc.threads", default_value_t = 0)]
+    pub threads: usize,
+    /// Microseconds an RPC thread with a single connection stays awake after an answer,
+    /// waiting for that client's next request, before it sleeps; 0: never spin.
+    #[arg(long = "rpc.spin-us", default_value_t = 200)]
+    pub spin_us: u64,
     /// Seconds between the server's WebSocket pings; a connection that misses three is closed.
     /// 0 turns pings off (clients' pings are still answered).
     #[arg(long = "ws.ping-interval", default_value_t = 30)]
@@ -139,6 +147,8 @@ impl Default for RpcArgs {
             max_batch_size: 100,
             max_connections: 500,
             max_ws_connections: 100,
+            threads: 0,
+            spin_us: 200,
             ws_ping_interval: 30,
             rate_limit: 100,
             rate_burst: 200,
@@ -167,6 +177,10 @@ pub struct RpcConfig {
     pub max_batch_size: u32,
     pub max_connections: u32,
     pub max_ws_connections: u32,
+    /// RPC worker threads (see [`workers`]); at least one.
+    pub threads: usize,
+    /// How long a worker with one connection spins after an answer; zero: never.
+    pub spin: Duration,
     pub ws_ping_interval: Option<Duration>,
     pub policy: MethodPolicy,
     /// Serve Prometheus metrics here (the node's `--metrics`).
@@ -200,6 +214,11 @@ impl RpcConfig {
             max_batch_size: args.max_batch_size,
             max_connections: args.max_connections,
             max_ws_connections: args.max_ws_connections,
+            threads: match args.threads {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            },
+            spin: Duration::from_micros(args.spin_us),
             ws_ping_interval: (args.ws_ping_interval > 0)
                 .then(|| Duration::from_secs(args.ws_ping_interval)),
             policy: MethodPolicy::for_network(network, &args.allow_methods, &args.deny_methods),
@@ -212,13 +231,15 @@ impl RpcConfig {
     }
 }
 
-/// A running server. Dropping it does not stop the server; call [`RpcServerHandle::stop`].
+/// A running server. Dropping it stops the server as [`RpcServerHandle::stop`] does.
 #[derive(Debug)]
 pub struct RpcServerHandle {
     local_addr: SocketAddr,
     server: jsonrpsee::server::ServerHandle,
     keys: KeyBackend,
     refresh: Option<tokio::task::JoinHandle<()>>,
+    /// Held until every connection has ended; dropping the last holder ends the threads.
+    workers: Arc<workers::Workers>,
 }
 
 impl RpcServerHandle {
@@ -250,7 +271,10 @@ impl RpcServerHandle {
 
     /// Resolves when the server has stopped and every connection has finished.
     pub async fn stopped(self) {
+        // Every connection's service holds a stop handle: the channel closes when the accept
+        // loop and the last connection are gone.
         self.server.stopped().await;
+        drop(self.workers);
     }
 }
 
@@ -327,15 +351,26 @@ pub async fn start(
         config.max_response_size,
     ));
 
-    let server = ServerBuilder::default()
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local_addr = listener.local_addr().context("reading the bound address")?;
+    let services = ServerBuilder::default()
         .set_config(server_config.build())
         .set_http_middleware(http)
         .set_rpc_middleware(rpc)
-        .build(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let local_addr = server.local_addr().context("reading the bound address")?;
-    let handle = server.start(methods);
+        .to_service_builder();
+    let workers = Arc::new(
+        workers::Workers::start(config.threads, config.spin).context("starting RPC threads")?,
+    );
+    let (stop_handle, handle) = jsonrpsee::server::stop_channel();
+    tokio::spawn(accept_connections(
+        listener,
+        workers.clone(),
+        stop_handle,
+        services,
+        methods,
+    ));
     let refresh = keys
         .embedded()
         .map(|registry| registry.spawn_refresh(config.key_refresh));
@@ -346,6 +381,7 @@ pub async fn start(
         addr = %local_addr,
         network = %config.network,
         keys = keys.embedded().map_or(0, |registry| registry.len()),
+        threads = workers.len(),
         not_served = ?denied,
         "JSON-RPC on http://{local_addr}/v3/<key> and ws://{local_addr}/ws/v3/<key>"
     );
@@ -354,7 +390,62 @@ pub async fn start(
         server: handle,
         keys,
         refresh,
+        workers,
     })
+}
+
+/// The front door's layers around jsonrpsee's services (see [`start`]).
+type Services = jsonrpsee::server::TowerServiceBuilder<
+    tower::layer::util::Stack<middleware::FrontDoorRpcLayer, tower::layer::util::Identity>,
+    tower::layer::util::Stack<http_layer::FrontDoorLayer, tower::layer::util::Identity>,
+>;
+
+/// Accepts connections until the server is stopped and deals each to an RPC worker thread
+/// (see [`workers`]). jsonrpsee's own accept loop would serve every connection on the runtime
+/// it runs on; this is that loop with the dealing added.
+async fn accept_connections(
+    listener: tokio::net::TcpListener,
+    workers: Arc<workers::Workers>,
+    stop: StopHandle,
+    services: Services,
+    methods: Methods,
+) {
+    let stopped = stop.clone().shutdown();
+    tokio::pin!(stopped);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            () = &mut stopped => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of file descriptors and the like: pause instead of spinning on it.
+                    tracing::debug!(target: "simnode::rpc", %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(target: "simnode::rpc", %err, "cannot set TCP_NODELAY");
+        }
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::debug!(target: "simnode::rpc", %err, "cannot hand a connection over");
+                continue;
+            }
+        };
+        let service = services.clone().build(methods.clone(), stop.clone());
+        let stop = stop.clone();
+        workers.deal(stream, move |stream| async move {
+            if let Err(err) =
+                jsonrpsee::server::serve_with_graceful_shutdown(stream, service, stop.shutdown())
+                    .await
+            {
+                tracing::debug!(target: "simnode::rpc", %err, "connection ended with an error");
+            }
+        });
+    }
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM; the node then stops the server and closes the store.
