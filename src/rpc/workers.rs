@@ -60,7 +60,10 @@ impl WorkerLoad {
     fn answered(&self) {
         self.last_answer
             .store(self.origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        self.answered.notify_one();
+        // With more connections the spinner would only wake up to go back to sleep.
+        if self.connections.load(Ordering::Relaxed) <= 1 {
+            self.answered.notify_one();
+        }
     }
 
     fn since_last_answer(&self) -> Duration {
