@@ -2,12 +2,12 @@
 //! with every simulated write kept in memory (a revm `CacheDB`) and the hashes of the blocks
 //! simulated so far answering `BLOCKHASH`.
 
-use std::{
-    collections::{HashMap, HashSet},
-    sync::{Arc, Mutex, RwLock},
-};
+use std::sync::{Arc, Mutex, RwLock};
 
-use alloy::primitives::{Address, B256, U256};
+use alloy::primitives::{
+    map::{HashMap, HashSet},
+    Address, B256, U256,
+};
 use revm::{
     bytecode::Bytecode,
     database::{AccountState, CacheDB},
@@ -59,8 +59,8 @@ fn shared_reads(hash: B256) -> Arc<SharedReads> {
     }
     let b = Arc::new(SharedReads {
         hash,
-        accounts: RwLock::new(HashMap::new()),
-        storage: RwLock::new(HashMap::new()),
+        accounts: RwLock::new(HashMap::default()),
+        storage: RwLock::new(HashMap::default()),
         system_calls: Arc::default(),
     });
     bases.push(b.clone());
@@ -147,7 +147,7 @@ impl DatabaseRef for BaseDb {
         // Only code that is there: a missing entry may still be written by a later block.
         if !code.is_empty() {
             if let Ok(mut m) = CODES.write() {
-                let m = m.get_or_insert_with(HashMap::new);
+                let m = m.get_or_insert_with(HashMap::default);
                 if m.len() < MAX_CODES {
                     m.insert(code_hash, code.clone());
                 }

@@ -13,12 +13,11 @@
 //! mean; [`BlockEvm`] only answers its `transact_system_call`.
 
 use std::{
-    collections::HashMap,
     ops::{Deref, DerefMut},
     sync::{Arc, RwLock},
 };
 
-use alloy::primitives::{Address, Bytes};
+use alloy::primitives::{map::HashMap, Address, Bytes};
 use alloy_evm::{eth::EthEvm, Evm, EvmEnv};
 use revm::{
     context::{BlockEnv, CfgEnv, TxEnv},
