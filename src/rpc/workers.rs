@@ -2,11 +2,9 @@
 //! owning the connections dealt to it, instead of one work-stealing runtime for all of them.
 //!
 //! Why: a request is short (tens of microseconds) and runs start to finish on the thread that
-//! read it. Under tokio's work-stealing scheduler, every wake-up of a connection task also woke
-//! an idle worker to look for work to steal; on this project's 2-core VM those cross-thread
-//! wake-ups cost more CPU than a one-transfer `eth_simulateV1` itself. With one runtime per
-//! thread a connection never changes thread, and the acceptor deals new connections to the
-//! thread with the fewest.
+//! read it, so nothing is gained by moving tasks between threads, and on a 2-core machine the
+//! work-stealing scheduler's wake-ups of idle workers cost CPU the requests need. The acceptor
+//! deals new connections to the thread with the fewest and a connection never changes thread.
 //!
 //! A thread serving a single connection also spins for `--rpc.spin-us` after each answer
 //! before it sleeps: a client sending requests one after another (a script, a wallet backend,
