@@ -861,3 +861,63 @@ async fn prometheus_metrics() {
     }
     node.server.stop();
 }
+
+/// Connections are dealt to the RPC thread with the fewest and counted there until they close;
+/// a WebSocket connection keeps counting after its upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_spread_over_the_rpc_threads_and_counted_until_closed() {
+    let node = Node::start("threads", "dev", |args| args.threads = 2).await;
+    let key = add_key(node.dir.path(), "threads", &[]);
+    // The key file is re-read every 50 ms here.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let settle = |want: Vec<usize>| {
+        let server = &node.server;
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let now = server.thread_connections();
+                if now == want {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "connections per thread {now:?}, expected {want:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    settle(vec![0, 0]).await;
+    let mut first = node.ws(&key).await;
+    assert_eq!(
+        first.call(1, "test_echo", json!(["a"])).await["result"],
+        "a"
+    );
+    let mut second = node.ws(&key).await;
+    assert_eq!(
+        second.call(1, "test_echo", json!(["b"])).await["result"],
+        "b"
+    );
+    settle(vec![1, 1]).await;
+    // An HTTP request on its own connection (closed after the answer) comes and goes.
+    assert_eq!(node.call(&key, "test_echo", json!(["d"])).await.status, 200);
+    settle(vec![1, 1]).await;
+    drop(first);
+    let mut counts = node.server.thread_connections();
+    counts.sort();
+    // The close reaches the server asynchronously.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while counts != vec![0, 1] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after a close: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        counts = node.server.thread_connections();
+        counts.sort();
+    }
+    assert_eq!(
+        second.call(2, "test_echo", json!(["c"])).await["result"],
+        "c"
+    );
+}

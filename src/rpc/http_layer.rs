@@ -23,7 +23,7 @@ use super::{
     backend::KeyBackend,
     error::{retry_after_header, FrontDoorError},
     keys::KeyEntry,
-    metrics,
+    metrics, workers,
 };
 
 /// The authenticated key of a request (HTTP request or WS connection).
@@ -62,12 +62,17 @@ pub struct NoAnswer;
 #[derive(Debug)]
 struct WsSlot {
     _permit: OwnedSemaphorePermit,
+    /// The socket stays on this RPC thread after the upgrade: it still counts there.
+    _worker: Option<workers::ConnectionSlot>,
 }
 
 impl WsSlot {
     fn new(permit: OwnedSemaphorePermit) -> Self {
         ::metrics::gauge!(metrics::WS_CONNECTIONS).increment(1.0);
-        Self { _permit: permit }
+        Self {
+            _permit: permit,
+            _worker: workers::hold_connection(),
+        }
     }
 }
 

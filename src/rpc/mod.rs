@@ -260,6 +260,11 @@ impl RpcServerHandle {
         &self.keys
     }
 
+    /// Open connections of each RPC thread (HTTP and WebSocket).
+    pub fn thread_connections(&self) -> Vec<usize> {
+        self.workers.connections()
+    }
+
     /// Stops accepting connections; requests in flight are finished ([`Self::stopped`] waits
     /// for them). Calling it twice is harmless.
     pub fn stop(&self) {

@@ -84,7 +84,20 @@ impl WorkerLoad {
 }
 
 /// Counts a connection against its worker until dropped.
-struct ConnectionSlot(Arc<WorkerLoad>);
+#[derive(Debug)]
+pub struct ConnectionSlot(Arc<WorkerLoad>);
+
+/// Counts one more connection on the worker running this thread (if it is one) until the slot
+/// is dropped. For WebSocket connections: the slot [`Workers::deal`] takes ends with the HTTP
+/// exchange, which ends at the upgrade, while the socket stays on this thread.
+pub fn hold_connection() -> Option<ConnectionSlot> {
+    CURRENT.with(|current| {
+        current.borrow().as_ref().map(|load| {
+            load.connections.fetch_add(1, Ordering::Relaxed);
+            ConnectionSlot(load.clone())
+        })
+    })
+}
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
@@ -155,6 +168,14 @@ impl Workers {
         self.workers.is_empty()
     }
 
+    /// Open connections of each thread.
+    pub fn connections(&self) -> Vec<usize> {
+        self.workers
+            .iter()
+            .map(|w| w.load.connections.load(Ordering::Relaxed))
+            .collect()
+    }
+
     /// Runs `serve(stream)` for a new connection on the worker with the fewest connections.
     /// The connection counts against that worker until the future ends.
     pub fn deal<F, Fut>(&self, stream: std::net::TcpStream, serve: F)
@@ -221,12 +242,7 @@ mod tests {
                 let _ = rx.await;
             });
         }
-        let counts = |w: &Workers| {
-            w.workers
-                .iter()
-                .map(|w| w.load.connections.load(Ordering::Relaxed))
-                .collect::<Vec<_>>()
-        };
+        let counts = |w: &Workers| w.connections();
         assert_eq!(counts(&workers), vec![2, 2]);
         for tx in release_rx.try_iter() {
             let _ = tx.send(());
