@@ -24,6 +24,9 @@ use crate::{
     },
 };
 
+/// How long shutdown waits for open requests to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 pub fn init_logging(format: &str) {
     crate::rpc::logging::init_logging(format);
 }
@@ -160,8 +163,20 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     }
     server.stop();
     let _ = engine.stop();
-    server.stopped().await;
-    engine.stopped().await;
+    // Requests in flight are finished, but a client that never sends the rest of its request
+    // would hold the node up for ever: past the grace its connection is dropped.
+    if tokio::time::timeout(SHUTDOWN_GRACE, server.stopped())
+        .await
+        .is_err()
+    {
+        tracing::warn!(target: "simnode", grace_secs = SHUTDOWN_GRACE.as_secs(), "RPC requests still open at shutdown: dropped");
+    }
+    if tokio::time::timeout(SHUTDOWN_GRACE, engine.stopped())
+        .await
+        .is_err()
+    {
+        tracing::warn!(target: "simnode", grace_secs = SHUTDOWN_GRACE.as_secs(), "Engine API requests still open at shutdown: dropped");
+    }
     drop(store);
     Ok(())
 }

@@ -296,3 +296,34 @@ fn invalid_params_name_the_argument() {
     );
     assert!(m.contains("\"nope\""), "{m}");
 }
+
+/// A client that sent half a request does not hold up SIGTERM: the node waits its grace for
+/// open requests, then drops the connection and exits cleanly.
+#[test]
+fn shutdown_does_not_wait_for_ever_on_an_unfinished_request() {
+    use std::io::Write;
+    let datadir = TempDir::new("rpc-binary-stuck");
+    let port = free_port();
+    let mut node = Running::start(&datadir, port, &[]);
+    let key = node.line("API key:");
+    eventually("first answer", || chain_id(port, &key).0 == 200);
+    let mut stuck = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(
+        stuck,
+        "POST /v3/{key} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\""
+    )
+    .expect("half a request");
+    stuck.flush().expect("flush");
+    // The request has reached the server (a complete one on another connection is answered
+    // after it was sent).
+    assert_eq!(chain_id(port, &key).0, 200);
+    let started = Instant::now();
+    let status = node.terminate();
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "exit took {:?}",
+        started.elapsed()
+    );
+    drop(stuck);
+}
