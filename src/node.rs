@@ -27,6 +27,19 @@ use crate::{
 /// How long shutdown waits for open requests to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// Waits for `stopped` (a server finishing its requests in flight) at most `grace`: a client
+/// that never sends the rest of its request would otherwise hold the node up for ever; past the
+/// grace its connection is dropped with the server.
+async fn stop_within(
+    grace: Duration,
+    server: &str,
+    stopped: impl std::future::Future<Output = ()>,
+) {
+    if tokio::time::timeout(grace, stopped).await.is_err() {
+        tracing::warn!(target: "simnode", grace_secs = grace.as_secs(), "{server} requests still open at shutdown: dropped");
+    }
+}
+
 pub fn init_logging(format: &str) {
     crate::rpc::logging::init_logging(format);
 }
@@ -163,20 +176,8 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     }
     server.stop();
     let _ = engine.stop();
-    // Requests in flight are finished, but a client that never sends the rest of its request
-    // would hold the node up for ever: past the grace its connection is dropped.
-    if tokio::time::timeout(SHUTDOWN_GRACE, server.stopped())
-        .await
-        .is_err()
-    {
-        tracing::warn!(target: "simnode", grace_secs = SHUTDOWN_GRACE.as_secs(), "RPC requests still open at shutdown: dropped");
-    }
-    if tokio::time::timeout(SHUTDOWN_GRACE, engine.stopped())
-        .await
-        .is_err()
-    {
-        tracing::warn!(target: "simnode", grace_secs = SHUTDOWN_GRACE.as_secs(), "Engine API requests still open at shutdown: dropped");
-    }
+    stop_within(SHUTDOWN_GRACE, "RPC", server.stopped()).await;
+    stop_within(SHUTDOWN_GRACE, "Engine API", engine.stopped()).await;
     drop(store);
     Ok(())
 }

@@ -96,6 +96,16 @@ impl Drop for Running {
     }
 }
 
+/// A node on a fresh datadir and port, with the key it printed, once it answers.
+fn answering(name: &str) -> (TempDir, u16, Running, String) {
+    let datadir = TempDir::new(name);
+    let port = free_port();
+    let mut node = Running::start(&datadir, port, &[]);
+    let key = node.line("API key:");
+    eventually("first answer", || chain_id(port, &key).0 == 200);
+    (datadir, port, node, key)
+}
+
 fn post(port: u16, path: &str, content_type: Option<&str>, body: &str) -> (u16, Value) {
     let headers: Vec<(&str, &str)> = content_type
         .map(|ct| ("Content-Type", ct))
@@ -264,11 +274,7 @@ fn dev_node_front_door_end_to_end() {
 /// for the real methods of the eth module.
 #[test]
 fn invalid_params_name_the_argument() {
-    let datadir = TempDir::new("rpc-binary-params");
-    let port = free_port();
-    let mut node = Running::start(&datadir, port, &[]);
-    let key = node.line("API key:");
-    eventually("first answer", || chain_id(port, &key).0 == 200);
+    let (_datadir, port, _node, key) = answering("rpc-binary-params");
     let call = |method: &str, params: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let (_, answer) = post(
@@ -302,11 +308,7 @@ fn invalid_params_name_the_argument() {
 #[test]
 fn shutdown_does_not_wait_for_ever_on_an_unfinished_request() {
     use std::io::Write;
-    let datadir = TempDir::new("rpc-binary-stuck");
-    let port = free_port();
-    let mut node = Running::start(&datadir, port, &[]);
-    let key = node.line("API key:");
-    eventually("first answer", || chain_id(port, &key).0 == 200);
+    let (_datadir, port, mut node, key) = answering("rpc-binary-stuck");
     let mut stuck = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     write!(
         stuck,

@@ -55,6 +55,16 @@ struct WorkerLoad {
 }
 
 impl WorkerLoad {
+    fn new() -> Self {
+        Self {
+            connections: AtomicUsize::new(0),
+            last_answer: AtomicU64::new(0),
+            origin: Instant::now(),
+            answered: Notify::new(),
+            spins: AtomicU64::new(0),
+        }
+    }
+
     fn answered(&self) {
         self.last_answer
             .store(self.origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -87,16 +97,18 @@ impl WorkerLoad {
 #[derive(Debug)]
 pub struct ConnectionSlot(Arc<WorkerLoad>);
 
+impl ConnectionSlot {
+    fn new(load: &Arc<WorkerLoad>) -> Self {
+        load.connections.fetch_add(1, Ordering::Relaxed);
+        Self(load.clone())
+    }
+}
+
 /// Counts one more connection on the worker running this thread (if it is one) until the slot
 /// is dropped. For WebSocket connections: the slot [`Workers::deal`] takes ends with the HTTP
 /// exchange, which ends at the upgrade, while the socket stays on this thread.
 pub fn hold_connection() -> Option<ConnectionSlot> {
-    CURRENT.with(|current| {
-        current.borrow().as_ref().map(|load| {
-            load.connections.fetch_add(1, Ordering::Relaxed);
-            ConnectionSlot(load.clone())
-        })
-    })
+    CURRENT.with(|current| current.borrow().as_ref().map(ConnectionSlot::new))
 }
 
 impl Drop for ConnectionSlot {
@@ -129,13 +141,7 @@ impl Workers {
                 .enable_all()
                 .build()?;
             let handle = runtime.handle().clone();
-            let load = Arc::new(WorkerLoad {
-                connections: AtomicUsize::new(0),
-                last_answer: AtomicU64::new(0),
-                origin: Instant::now(),
-                answered: Notify::new(),
-                spins: AtomicU64::new(0),
-            });
+            let load = Arc::new(WorkerLoad::new());
             let (stop, stopped) = oneshot::channel::<()>();
             let thread_load = load.clone();
             let thread = std::thread::Builder::new()
@@ -190,8 +196,7 @@ impl Workers {
         else {
             return;
         };
-        worker.load.connections.fetch_add(1, Ordering::Relaxed);
-        let slot = ConnectionSlot(worker.load.clone());
+        let slot = ConnectionSlot::new(&worker.load);
         worker.runtime.spawn(async move {
             let _slot = slot;
             // The stream was accepted elsewhere: it joins this runtime's reactor here.
@@ -260,13 +265,8 @@ mod tests {
 
     #[test]
     fn the_spinner_spins_after_an_answer_within_its_window_and_with_one_connection_only() {
-        let load = Arc::new(WorkerLoad {
-            connections: AtomicUsize::new(1),
-            last_answer: AtomicU64::new(0),
-            origin: Instant::now(),
-            answered: Notify::new(),
-            spins: AtomicU64::new(0),
-        });
+        let load = Arc::new(WorkerLoad::new());
+        load.connections.store(1, Ordering::Relaxed);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
