@@ -21,7 +21,10 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
-use alloy::primitives::{keccak256, map::HashMap, Address, B256, U256};
+use alloy::{
+    eips::{eip2935, eip4788, eip7002, eip7251},
+    primitives::{keccak256, map::HashMap, Address, B256, U256},
+};
 use alloy_trie::{
     nodes::{BranchNodeRef, ExtensionNodeRef, LeafNodeRef, RlpNode},
     Nibbles, TrieMask, EMPTY_ROOT_HASH,
@@ -61,6 +64,8 @@ pub(crate) struct CachedTrie {
 pub(crate) struct LeafChange<'a> {
     pub key: B256,
     pub value: Option<&'a [u8]>,
+    /// Whether subtrees holding no other kind of change go into the [`SubtreeMemo`].
+    pub memoizable: bool,
 }
 
 /// A change with whether its key is a leaf of the base trie.
@@ -69,6 +74,68 @@ struct Change<'a> {
     key: B256,
     value: Option<&'a [u8]>,
     in_base: bool,
+    memoizable: bool,
+}
+
+/// The changes a memoized subtree was computed with (key, new leaf value).
+type MemoChanges = Vec<(B256, Option<Vec<u8>>)>;
+
+/// Variants kept per path (a request overriding the block number or time gives the system
+/// contracts other writes).
+const VARIANTS_PER_PATH: usize = 8;
+/// Paths kept per head.
+const MEMO_PATHS: usize = 4096;
+
+/// Nodes of subtrees whose only changes are memoizable ones, for the exact changes each was
+/// computed with. The system contracts (EIP-2935, 4788, 7002, 7251) get the same writes in
+/// every simulated block on a head that keeps the default number and time, so the subtrees
+/// holding only their leaves are the same in every such simulation; only the paths of the
+/// request's own changes need hashing again. A node is a function of the base trie and the
+/// changes below its path, so an entry is reused only for equal changes.
+#[derive(Debug, Default)]
+pub(crate) struct SubtreeMemo {
+    nodes: RwLock<HashMap<PathKey, Vec<(MemoChanges, Option<RlpNode>)>>>,
+}
+
+impl SubtreeMemo {
+    fn get(&self, path: &PathKey, changes: &[Change<'_>]) -> Option<Option<RlpNode>> {
+        let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());
+        nodes
+            .get(path)?
+            .iter()
+            .find(|(known, _)| same_changes(known, changes))
+            .map(|(_, node)| node.clone())
+    }
+
+    fn insert(&self, path: PathKey, changes: &[Change<'_>], node: Option<RlpNode>) {
+        let mut nodes = self.nodes.write().unwrap_or_else(|e| e.into_inner());
+        if nodes.len() >= MEMO_PATHS && !nodes.contains_key(&path) {
+            return;
+        }
+        let variants = nodes.entry(path).or_default();
+        if variants
+            .iter()
+            .any(|(known, _)| same_changes(known, changes))
+        {
+            return;
+        }
+        if variants.len() >= VARIANTS_PER_PATH {
+            variants.remove(0);
+        }
+        let owned = changes
+            .iter()
+            .map(|c| (c.key, c.value.map(<[u8]>::to_vec)))
+            .collect();
+        variants.push((owned, node));
+    }
+}
+
+fn same_changes(known: &MemoChanges, changes: &[Change<'_>]) -> bool {
+    known.len() == changes.len()
+        && known
+            .iter()
+            .zip(changes)
+            .all(|((key, value), c)| *key == c.key && value.as_deref() == c.value)
 }
 
 impl CachedTrie {
@@ -81,6 +148,7 @@ impl CachedTrie {
             values: &values,
             changes: &[],
             cache: None,
+            memo: None,
             record: Some(NodeMap::default()),
             buf: Vec::with_capacity(600),
         };
@@ -114,8 +182,9 @@ impl CachedTrie {
         self.keys.binary_search(key).ok()
     }
 
-    /// The root with `changes` (ascending keys, unique) applied.
-    pub(crate) fn root_with(&self, changes: &[LeafChange<'_>]) -> B256 {
+    /// The root with `changes` (ascending keys, unique) applied; subtrees with only
+    /// memoizable changes come from and go to `memo` when there is one.
+    pub(crate) fn root_with(&self, changes: &[LeafChange<'_>], memo: Option<&SubtreeMemo>) -> B256 {
         if changes.is_empty() {
             return self.root;
         }
@@ -126,6 +195,7 @@ impl CachedTrie {
                 key: c.key,
                 value: c.value,
                 in_base: self.position(&c.key).is_some(),
+                memoizable: c.memoizable,
             })
             .collect();
         let mut walk = Walk {
@@ -133,6 +203,7 @@ impl CachedTrie {
             values: &self.values,
             changes: &changes,
             cache: Some(&self.nodes),
+            memo,
             record: None,
             buf: Vec::with_capacity(600),
         };
@@ -206,6 +277,7 @@ struct Walk<'a> {
     changes: &'a [Change<'a>],
     /// Nodes of the base trie (when computing with changes).
     cache: Option<&'a NodeMap>,
+    memo: Option<&'a SubtreeMemo>,
     /// Collects every node (when building the base trie).
     record: Option<NodeMap>,
     buf: Vec<u8>,
@@ -266,6 +338,23 @@ impl<'a> Walk<'a> {
                 }
             }
         }
+        let memo = self
+            .memo
+            .filter(|_| !c.is_empty() && self.changes[c.clone()].iter().all(|ch| ch.memoizable));
+        let Some(memo) = memo else {
+            return self.compute(depth, b, c);
+        };
+        let path = path_key(&self.changes[c.start].key, depth);
+        if let Some(known) = memo.get(&path, &self.changes[c.clone()]) {
+            return known;
+        }
+        let node = self.compute(depth, b, c.clone());
+        memo.insert(path, &self.changes[c], node.clone());
+        node
+    }
+
+    /// [`Walk::node`] without the lookups.
+    fn compute(&mut self, depth: usize, b: Range<usize>, c: Range<usize>) -> Option<RlpNode> {
         let mut count = b.len() as isize;
         for ch in &self.changes[c.clone()] {
             match (ch.value.is_some(), ch.in_base) {
@@ -340,6 +429,8 @@ struct HeadTries {
     /// Recent storage roots by account and exact slot changes: the system contracts get the
     /// same writes in every simulation on this head that keeps the default block fields.
     storage_roots: Mutex<HashMap<B256, Vec<(SlotChanges, B256)>>>,
+    /// Account subtrees changed only by the system contracts.
+    system_subtrees: SubtreeMemo,
 }
 
 /// Hashed slot -> RLP of the new value (`None`: deleted), ascending.
@@ -424,6 +515,7 @@ fn build_head(tx: &ReadTransaction, hash: B256) -> Result<HeadTries, StoreError>
         stored,
         storage: RwLock::new(HashMap::default()),
         storage_roots: Mutex::new(HashMap::default()),
+        system_subtrees: SubtreeMemo::default(),
     })
 }
 
@@ -504,9 +596,10 @@ fn storage_root_on(
         .map(|(k, v)| LeafChange {
             key: *k,
             value: v.as_deref(),
+            memoizable: false,
         })
         .collect();
-    let root = trie.root_with(&changes);
+    let root = trie.root_with(&changes, None);
     let mut memo = tries
         .storage_roots
         .lock()
@@ -606,9 +699,26 @@ fn root_with_changes(
         .map(|(k, v)| LeafChange {
             key: *k,
             value: v.as_deref(),
+            memoizable: system_accounts().contains(k),
         })
         .collect();
-    Ok(tries.accounts.root_with(&leaf_changes))
+    Ok(tries
+        .accounts
+        .root_with(&leaf_changes, Some(&tries.system_subtrees)))
+}
+
+/// Hashed addresses of the contracts every block's system calls write to.
+fn system_accounts() -> &'static [B256; 4] {
+    static HASHED: std::sync::LazyLock<[B256; 4]> = std::sync::LazyLock::new(|| {
+        [
+            eip2935::HISTORY_STORAGE_ADDRESS,
+            eip4788::BEACON_ROOTS_ADDRESS,
+            eip7002::WITHDRAWAL_REQUEST_PREDEPLOY_ADDRESS,
+            eip7251::CONSOLIDATION_REQUEST_PREDEPLOY_ADDRESS,
+        ]
+        .map(|a| hash_address(&a))
+    });
+    &HASHED
 }
 
 #[cfg(test)]
@@ -808,16 +918,91 @@ mod tests {
                     .map(|(k, v)| LeafChange {
                         key: *k,
                         value: v.as_deref(),
+                        memoizable: false,
                     })
                     .collect();
                 assert_eq!(
-                    trie.root_with(&list),
+                    trie.root_with(&list, None),
                     reference_root(&after),
                     "round {round}: {} base leaves, {} changes",
                     base.len(),
                     list.len()
                 );
             }
+        }
+    }
+
+    /// Roots with a memo of the subtrees holding only memoizable changes: the same few
+    /// memoizable changes (a pool of variants, as the system contracts' writes on one head)
+    /// come back with other changes beside them, and every root must still be the full one.
+    #[test]
+    fn memoized_subtrees_give_the_full_roots() {
+        let prefix = [0x5au8; 32];
+        let mut rng = Rng(0x2545f4914f6cdd1d);
+        for round in 0..40 {
+            let size = (rng.next() % 200) as usize + (round % 3);
+            let mut base: BTreeMap<B256, Vec<u8>> = BTreeMap::new();
+            while base.len() < size {
+                base.insert(rng.key(&prefix), rng.value());
+            }
+            let trie = CachedTrie::build(base.iter().map(|(k, v)| (*k, v.clone())).collect());
+            let memo = SubtreeMemo::default();
+            let existing: Vec<B256> = base.keys().copied().collect();
+            // Memoizable keys: some in the base, some new.
+            let mut system: Vec<B256> = (0..3)
+                .filter_map(|_| {
+                    (!existing.is_empty()).then(|| existing[(rng.next() as usize) % existing.len()])
+                })
+                .collect();
+            system.push(rng.key(&prefix));
+            system.sort();
+            system.dedup();
+            let variants: Vec<BTreeMap<B256, Option<Vec<u8>>>> = (0..3)
+                .map(|_| {
+                    system
+                        .iter()
+                        .map(|k| (*k, (rng.next() % 5 != 0).then(|| rng.value())))
+                        .collect()
+                })
+                .collect();
+            for _ in 0..12 {
+                let mut changes = variants[(rng.next() as usize) % variants.len()].clone();
+                for _ in 0..(rng.next() % 4) {
+                    let key = match rng.next() % 3 {
+                        0 if !existing.is_empty() => {
+                            existing[(rng.next() as usize) % existing.len()]
+                        }
+                        _ => rng.key(&prefix),
+                    };
+                    if !system.contains(&key) {
+                        changes.insert(key, (rng.next() % 4 != 0).then(|| rng.value()));
+                    }
+                }
+                let mut after = base.clone();
+                for (k, v) in &changes {
+                    match v {
+                        Some(v) => after.insert(*k, v.clone()),
+                        None => after.remove(k),
+                    };
+                }
+                let list: Vec<LeafChange<'_>> = changes
+                    .iter()
+                    .map(|(k, v)| LeafChange {
+                        key: *k,
+                        value: v.as_deref(),
+                        memoizable: system.contains(k),
+                    })
+                    .collect();
+                assert_eq!(
+                    trie.root_with(&list, Some(&memo)),
+                    reference_root(&after),
+                    "round {round}: {} base leaves, {} changes",
+                    base.len(),
+                    list.len()
+                );
+            }
+            let remembered = memo.nodes.read().map(|n| n.len()).unwrap_or_default();
+            assert!(remembered > 0, "round {round}: nothing was memoized");
         }
     }
 }
