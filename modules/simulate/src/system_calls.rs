@@ -29,46 +29,91 @@ use simnode_api::StateError;
 
 use crate::{db::SimDb, inspector::SimInspector, precompiles::SimPrecompiles};
 
-/// Results kept per base block; a request with unusual block overrides adds one per call, and
-/// past this they are no longer kept.
-const MAX_RESULTS: usize = 1024;
+/// Block environments kept per base block (a request with unusual block overrides adds one per
+/// simulated block), and results kept per block environment; past these nothing more is kept.
+const MAX_BLOCKS: usize = 256;
+const MAX_CALLS_PER_BLOCK: usize = 16;
 
-/// What a system call's result can depend on, besides the state it loads.
+/// What a system call's result can depend on besides its own inputs and the state it loads:
+/// the same for every system call of one simulated block.
 #[derive(PartialEq, Eq, Hash)]
-struct CallKey {
-    caller: Address,
-    contract: Address,
-    data: Bytes,
+struct BlockKey {
     block: BlockEnv,
     spec: SpecId,
     disable_nonce_check: bool,
     disable_base_fee: bool,
 }
 
+/// A system call's own inputs.
+#[derive(PartialEq, Eq, Hash)]
+struct CallKey {
+    caller: Address,
+    contract: Address,
+    data: Bytes,
+}
+
+type Recorded = Arc<ResultAndState<HaltReason>>;
+
 /// System-call results on one base block (held with the base block's shared reads, so a new
 /// head starts afresh).
 #[derive(Debug, Default)]
 pub struct SystemCallMemo {
-    results: RwLock<HashMap<CallKey, Arc<ResultAndState<HaltReason>>>>,
+    blocks: RwLock<HashMap<BlockKey, Arc<BlockCalls>>>,
+}
+
+/// The results recorded for one block environment.
+#[derive(Debug, Default)]
+pub struct BlockCalls {
+    results: RwLock<HashMap<CallKey, Recorded>>,
+}
+
+impl std::fmt::Debug for BlockKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockKey")
+            .field("number", &self.block.number)
+            .field("timestamp", &self.block.timestamp)
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for CallKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallKey")
             .field("contract", &self.contract)
-            .field("number", &self.block.number)
             .finish()
     }
 }
 
 impl SystemCallMemo {
-    fn get(&self, key: &CallKey) -> Option<Arc<ResultAndState<HaltReason>>> {
+    /// The results of the block environment `evm` runs in (looked up once per block rather
+    /// than hashing the block environment on every call).
+    fn for_block(&self, evm: &SimEvm<'_, '_>) -> Option<Arc<BlockCalls>> {
+        let cfg = evm.cfg_env();
+        let key = BlockKey {
+            block: evm.block().clone(),
+            spec: cfg.spec,
+            disable_nonce_check: cfg.disable_nonce_check,
+            disable_base_fee: cfg.disable_base_fee,
+        };
+        if let Some(calls) = self.blocks.read().ok()?.get(&key) {
+            return Some(calls.clone());
+        }
+        let mut blocks = self.blocks.write().ok()?;
+        if blocks.len() >= MAX_BLOCKS && !blocks.contains_key(&key) {
+            return None;
+        }
+        Some(blocks.entry(key).or_default().clone())
+    }
+}
+
+impl BlockCalls {
+    fn get(&self, key: &CallKey) -> Option<Recorded> {
         self.results.read().ok()?.get(key).cloned()
     }
 
     fn insert(&self, key: CallKey, result: ResultAndState<HaltReason>) {
         if let Ok(mut results) = self.results.write() {
-            if results.len() < MAX_RESULTS {
+            if results.len() < MAX_CALLS_PER_BLOCK {
                 results.insert(key, Arc::new(result));
             }
         }
@@ -81,14 +126,15 @@ pub type SimEvm<'db, 'i> = EthEvm<&'db mut SimDb, &'i mut SimInspector, SimPreco
 /// the base block's [`SystemCallMemo`] when they can be.
 pub struct BlockEvm<'db, 'i> {
     evm: SimEvm<'db, 'i>,
-    /// `None` once the request has moved or replaced a precompile (which the accounts a call
-    /// loads do not show); overridden accounts are in the cache and so never count as
-    /// untouched.
-    memo: Option<Arc<SystemCallMemo>>,
+    /// The recorded results for this block's environment; `None` once the request has moved
+    /// or replaced a precompile (which the accounts a call loads do not show). Overridden
+    /// accounts are in the cache and so never count as untouched.
+    memo: Option<Arc<BlockCalls>>,
 }
 
 impl<'db, 'i> BlockEvm<'db, 'i> {
     pub fn new(evm: SimEvm<'db, 'i>, memo: Option<Arc<SystemCallMemo>>) -> Self {
+        let memo = memo.and_then(|m| m.for_block(&evm));
         Self { evm, memo }
     }
 
@@ -150,15 +196,10 @@ impl<'db, 'i> Evm for BlockEvm<'db, 'i> {
         let Some(memo) = self.memo.clone() else {
             return self.evm.transact_system_call(caller, contract, data);
         };
-        let cfg = self.evm.cfg_env();
         let key = CallKey {
             caller,
             contract,
             data: data.clone(),
-            block: self.evm.block().clone(),
-            spec: cfg.spec,
-            disable_nonce_check: cfg.disable_nonce_check,
-            disable_base_fee: cfg.disable_base_fee,
         };
         if let Some(known) = memo.get(&key) {
             if self.untouched_by_simulation(&known.state) {
@@ -168,7 +209,7 @@ impl<'db, 'i> Evm for BlockEvm<'db, 'i> {
         // The accounts a system call can load, and which of them the simulation has not
         // loaded yet (the call itself loads them into the cache, so this is asked before).
         let cache = &self.evm.db().cache.accounts;
-        let unloaded: Vec<Address> = [caller, contract, key.block.beneficiary]
+        let unloaded: Vec<Address> = [caller, contract, self.evm.block().beneficiary]
             .into_iter()
             .filter(|address| !cache.contains_key(address))
             .collect();
