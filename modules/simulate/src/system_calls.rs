@@ -111,7 +111,13 @@ impl BlockCalls {
         self.results.read().ok()?.get(key).cloned()
     }
 
-    fn insert(&self, key: CallKey, result: ResultAndState<HaltReason>) {
+    /// Records `result` without the slots the call only read: a hit is committed to an
+    /// account the simulation has not loaded, whose other slots still read from the base
+    /// block, where they hold the values the call read.
+    fn insert(&self, key: CallKey, mut result: ResultAndState<HaltReason>) {
+        for account in result.state.values_mut() {
+            account.storage.retain(|_, slot| slot.is_changed());
+        }
         if let Ok(mut results) = self.results.write() {
             if results.len() < MAX_CALLS_PER_BLOCK {
                 results.insert(key, Arc::new(result));
