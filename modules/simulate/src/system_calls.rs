@@ -30,9 +30,10 @@ use simnode_api::StateError;
 use crate::{db::SimDb, inspector::SimInspector, precompiles::SimPrecompiles};
 
 /// Block environments kept per base block (a request with unusual block overrides adds one per
-/// simulated block), and results kept per block environment; past these nothing more is kept.
+/// simulated block), and results kept per block environment (a block makes four system calls);
+/// past these nothing more is kept.
 const MAX_BLOCKS: usize = 256;
-const MAX_CALLS_PER_BLOCK: usize = 16;
+const MAX_CALLS_PER_BLOCK: usize = 8;
 
 /// What a system call's result can depend on besides its own inputs and the state it loads:
 /// the same for every system call of one simulated block.
