@@ -79,6 +79,8 @@ struct Change<'a> {
 
 /// The changes a memoized subtree was computed with (key, new leaf value).
 type MemoChanges = Vec<(B256, Option<Vec<u8>>)>;
+/// The node computed for those changes (`None`: nothing left under the path).
+type Variants = Vec<(MemoChanges, Option<RlpNode>)>;
 
 /// Variants kept per path (a request overriding the block number or time gives the system
 /// contracts other writes).
@@ -94,7 +96,7 @@ const MEMO_PATHS: usize = 4096;
 /// changes below its path, so an entry is reused only for equal changes.
 #[derive(Debug, Default)]
 pub(crate) struct SubtreeMemo {
-    nodes: RwLock<HashMap<PathKey, Vec<(MemoChanges, Option<RlpNode>)>>>,
+    nodes: RwLock<HashMap<PathKey, Variants>>,
 }
 
 impl SubtreeMemo {
@@ -950,9 +952,8 @@ mod tests {
             let existing: Vec<B256> = base.keys().copied().collect();
             // Memoizable keys: some in the base, some new.
             let mut system: Vec<B256> = (0..3)
-                .filter_map(|_| {
-                    (!existing.is_empty()).then(|| existing[(rng.next() as usize) % existing.len()])
-                })
+                .filter(|_| !existing.is_empty())
+                .map(|_| existing[(rng.next() as usize) % existing.len()])
                 .collect();
             system.push(rng.key(&prefix));
             system.sort();
@@ -961,7 +962,7 @@ mod tests {
                 .map(|_| {
                     system
                         .iter()
-                        .map(|k| (*k, (rng.next() % 5 != 0).then(|| rng.value())))
+                        .map(|k| (*k, (!rng.next().is_multiple_of(5)).then(|| rng.value())))
                         .collect()
                 })
                 .collect();
@@ -975,7 +976,7 @@ mod tests {
                         _ => rng.key(&prefix),
                     };
                     if !system.contains(&key) {
-                        changes.insert(key, (rng.next() % 4 != 0).then(|| rng.value()));
+                        changes.insert(key, (!rng.next().is_multiple_of(4)).then(|| rng.value()));
                     }
                 }
                 let mut after = base.clone();
