@@ -736,6 +736,35 @@ mod tests {
         hb.root()
     }
 
+    /// `base` with `changes` applied (`None` removes the key).
+    fn applied(
+        base: &BTreeMap<B256, Vec<u8>>,
+        changes: &BTreeMap<B256, Option<Vec<u8>>>,
+    ) -> BTreeMap<B256, Vec<u8>> {
+        let mut after = base.clone();
+        for (k, v) in changes {
+            match v {
+                Some(v) => after.insert(*k, v.clone()),
+                None => after.remove(k),
+            };
+        }
+        after
+    }
+
+    fn leaf_changes<'a>(
+        changes: &'a BTreeMap<B256, Option<Vec<u8>>>,
+        memoizable: impl Fn(&B256) -> bool,
+    ) -> Vec<LeafChange<'a>> {
+        changes
+            .iter()
+            .map(|(k, v)| LeafChange {
+                key: *k,
+                value: v.as_deref(),
+                memoizable: memoizable(k),
+            })
+            .collect()
+    }
+
     /// A small deterministic generator (xorshift).
     struct Rng(u64);
     impl Rng {
@@ -908,21 +937,8 @@ mod tests {
                         changes.insert(*k, None);
                     }
                 }
-                let mut after = base.clone();
-                for (k, v) in &changes {
-                    match v {
-                        Some(v) => after.insert(*k, v.clone()),
-                        None => after.remove(k),
-                    };
-                }
-                let list: Vec<LeafChange<'_>> = changes
-                    .iter()
-                    .map(|(k, v)| LeafChange {
-                        key: *k,
-                        value: v.as_deref(),
-                        memoizable: false,
-                    })
-                    .collect();
+                let after = applied(&base, &changes);
+                let list = leaf_changes(&changes, |_| false);
                 assert_eq!(
                     trie.root_with(&list, None),
                     reference_root(&after),
@@ -979,21 +995,8 @@ mod tests {
                         changes.insert(key, (!rng.next().is_multiple_of(4)).then(|| rng.value()));
                     }
                 }
-                let mut after = base.clone();
-                for (k, v) in &changes {
-                    match v {
-                        Some(v) => after.insert(*k, v.clone()),
-                        None => after.remove(k),
-                    };
-                }
-                let list: Vec<LeafChange<'_>> = changes
-                    .iter()
-                    .map(|(k, v)| LeafChange {
-                        key: *k,
-                        value: v.as_deref(),
-                        memoizable: system.contains(k),
-                    })
-                    .collect();
+                let after = applied(&base, &changes);
+                let list = leaf_changes(&changes, |k| system.contains(k));
                 assert_eq!(
                     trie.root_with(&list, Some(&memo)),
                     reference_root(&after),
