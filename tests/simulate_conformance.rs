@@ -498,3 +498,50 @@ fn a_precompile_moved_onto_a_system_contract_answers_its_call() {
     let block = &ok_blocks(&resp)[0];
     assert_ne!(block["stateRoot"], recorded["stateRoot"], "{block}");
 }
+
+/// `payload` with a precompile moved in its first block, which changes nothing else here (no
+/// call reaches either address) but keeps the request from the recorded system-call results.
+fn without_recorded_system_calls(payload: &Value) -> Value {
+    let mut payload = payload.clone();
+    payload["blockStateCalls"][0]["stateOverrides"]["0x000000000000000000000000000000000000000a"] =
+        json!({"movePrecompileToAddress": "0x00000000000000000000000000000000000a000a"});
+    payload
+}
+
+#[test]
+fn recorded_system_calls_answer_later_blocks_only_where_the_state_agrees() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    // Twenty withdrawal requests in the first block: sixteen leave the EIP-7002 queue with that
+    // block and four with the second, so the second block's dequeue call reads other slots
+    // than in a request whose first block queues nothing. Same block environments in both
+    // (the base fee would otherwise follow the first block's gas).
+    let sender = "0x7435ed30a8b4aeb0877cef0c6e8cffe834eb865f";
+    let fee = json!({"baseFeePerGas": "0x7"});
+    let request_call = |i: usize| {
+        json!({"from": sender, "to": "0x00000961ef480eb55e80d19ad83579a64c007002",
+            "value": "0x3b9aca00", "input": format!("0x{:096x}{}", i + 1, "00".repeat(8))})
+    };
+    let queued = json!({"blockStateCalls": [
+        {"blockOverrides": fee, "calls": (0..20).map(request_call).collect::<Vec<_>>(),
+         "stateOverrides": {sender: {"balance": "0xde0b6b3a7640000"}}},
+        {"blockOverrides": fee},
+        {"blockOverrides": fee}
+    ]});
+    let empty = json!({"blockStateCalls": [
+        {"blockOverrides": fee}, {"blockOverrides": fee}, {"blockOverrides": fee}
+    ]});
+    let mut second_blocks = Vec::new();
+    for payload in [&queued, &empty, &queued, &empty] {
+        let recorded = answer(&sim, &request(payload.clone()));
+        let run = answer(&sim, &request(without_recorded_system_calls(payload)));
+        assert_eq!(
+            recorded, run,
+            "answers with and without recorded system calls differ"
+        );
+        second_blocks.push(ok_blocks(&recorded)[1].clone());
+    }
+    // The four left over leave with the second block of the queueing request only.
+    assert_ne!(second_blocks[0]["requestsHash"], EMPTY_REQUESTS_HASH);
+    assert_eq!(second_blocks[1]["requestsHash"], EMPTY_REQUESTS_HASH);
+    assert_ne!(second_blocks[0]["stateRoot"], second_blocks[1]["stateRoot"]);
+}

@@ -1,13 +1,15 @@
 //! The block's system calls (EIP-2935 and EIP-4788 before the calls, EIP-7002 and EIP-7251
 //! after them), remembered per base block.
 //!
-//! Every simulated block makes these four calls, and for the first block of a request they
-//! read nothing but the base state: on a busy head every request repeats the same four
-//! executions (about a tenth of a one-transfer simulation). A call's result depends only on
-//! its inputs, the block environment, the accounts it loads and the code at their addresses,
-//! so while the simulation has not loaded any of those accounts (they still hold the base
-//! state) and no precompile was moved, the result recorded for the same inputs on the same
-//! base block is the result. Anything else runs the call.
+//! Every simulated block makes these four calls: on a busy head every request repeats the
+//! same executions (about a tenth of a one-transfer simulation, and of each later block of a
+//! multi-block one). A call's result depends only on its inputs, the block environment, the
+//! accounts it loads (their balance, nonce and code) and the storage slots it reads, provided
+//! it asks for no block hash (the simulated blocks' hashes differ from request to request)
+//! and no precompile was moved (which the accounts it loads do not show). So each result is
+//! recorded with what the call read, and a later call with the same inputs in the same block
+//! environment takes the recorded result when the simulation's state holds those same
+//! values. Anything else runs the call.
 //!
 //! alloy-evm's `SystemCaller` still decides which calls a block makes and what their results
 //! mean; [`BlockEvm`] only answers its `transact_system_call`.
@@ -17,23 +19,27 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use alloy::primitives::{map::HashMap, Address, Bytes};
+use alloy::primitives::{map::HashMap, Address, Bytes, B256, U256};
 use alloy_evm::{eth::EthEvm, Evm, EvmEnv};
 use revm::{
     context::{BlockEnv, CfgEnv, TxEnv},
     context_interface::result::{EVMError, HaltReason, ResultAndState},
+    database::{AccountState, DbAccount},
     primitives::hardfork::SpecId,
-    state::EvmState,
+    state::{AccountInfo, EvmState},
+    DatabaseRef,
 };
 use simnode_api::StateError;
 
 use crate::{db::SimDb, inspector::SimInspector, precompiles::SimPrecompiles};
 
 /// Block environments kept per base block (a request with unusual block overrides adds one per
-/// simulated block), and results kept per block environment (a block makes four system calls);
-/// past these nothing more is kept.
+/// simulated block), calls kept per block environment (a block makes four system calls), and
+/// results kept per call, each for other values read (the requests on one head that differ in
+/// what their earlier blocks left in the system contracts); past these nothing more is kept.
 const MAX_BLOCKS: usize = 256;
 const MAX_CALLS_PER_BLOCK: usize = 8;
+const MAX_VARIANTS: usize = 4;
 
 /// What a system call's result can depend on besides its own inputs and the state it loads:
 /// the same for every system call of one simulated block.
@@ -53,7 +59,27 @@ struct CallKey {
     data: Bytes,
 }
 
-type Recorded = Arc<ResultAndState<HaltReason>>;
+/// A system call's result and what the call read to get it.
+#[derive(Debug)]
+struct Recorded {
+    /// The result, with only the slots the call changed (see [`BlockCalls::insert`]).
+    result: ResultAndState<HaltReason>,
+    /// Every account the call loaded, as it was before the call, with the slots it read.
+    reads: Vec<AccountRead>,
+    /// Recorded while none of those accounts had been loaded by the simulation, so on the
+    /// base state: a call that finds them still unloaded reads the same without looking.
+    on_base: bool,
+}
+
+#[derive(Debug)]
+struct AccountRead {
+    address: Address,
+    balance: U256,
+    nonce: u64,
+    code_hash: B256,
+    /// Slot and the value the call found in it.
+    slots: Vec<(U256, U256)>,
+}
 
 /// System-call results on one base block (held with the base block's shared reads, so a new
 /// head starts afresh).
@@ -65,7 +91,7 @@ pub struct SystemCallMemo {
 /// The results recorded for one block environment.
 #[derive(Debug, Default)]
 pub struct BlockCalls {
-    results: RwLock<HashMap<CallKey, Recorded>>,
+    results: RwLock<HashMap<CallKey, Vec<Arc<Recorded>>>>,
 }
 
 impl std::fmt::Debug for BlockKey {
@@ -108,21 +134,45 @@ impl SystemCallMemo {
 }
 
 impl BlockCalls {
-    fn get(&self, key: &CallKey) -> Option<Recorded> {
-        self.results.read().ok()?.get(key).cloned()
+    /// The first recorded result for `key` that `reads_match` accepts.
+    fn find(
+        &self,
+        key: &CallKey,
+        reads_match: impl Fn(&Recorded) -> bool,
+    ) -> Option<ResultAndState<HaltReason>> {
+        let results = self.results.read().ok()?;
+        results
+            .get(key)?
+            .iter()
+            .find(|recorded| reads_match(recorded))
+            .map(|recorded| recorded.result.clone())
     }
 
-    /// Records `result` without the slots the call only read: a hit is committed to an
-    /// account the simulation has not loaded, whose other slots still read from the base
-    /// block, where they hold the values the call read.
-    fn insert(&self, key: CallKey, mut result: ResultAndState<HaltReason>) {
+    /// Records `result` without the slots the call only read: those hold, wherever a recorded
+    /// result is taken, the values the call read, and committing leaves them as they are.
+    fn insert(
+        &self,
+        key: CallKey,
+        mut result: ResultAndState<HaltReason>,
+        reads: Vec<AccountRead>,
+        on_base: bool,
+    ) {
         for account in result.state.values_mut() {
             account.storage.retain(|_, slot| slot.is_changed());
         }
-        if let Ok(mut results) = self.results.write() {
-            if results.len() < MAX_CALLS_PER_BLOCK {
-                results.insert(key, Arc::new(result));
-            }
+        let Ok(mut results) = self.results.write() else {
+            return;
+        };
+        if results.len() >= MAX_CALLS_PER_BLOCK && !results.contains_key(&key) {
+            return;
+        }
+        let variants = results.entry(key).or_default();
+        if variants.len() < MAX_VARIANTS {
+            variants.push(Arc::new(Recorded {
+                result,
+                reads,
+                on_base,
+            }));
         }
     }
 }
@@ -134,8 +184,7 @@ pub type SimEvm<'db, 'i> = EthEvm<&'db mut SimDb, &'i mut SimInspector, SimPreco
 pub struct BlockEvm<'db, 'i> {
     evm: SimEvm<'db, 'i>,
     /// The recorded results for this block's environment; `None` once the request has moved
-    /// or replaced a precompile (which the accounts a call loads do not show). Overridden
-    /// accounts are in the cache and so never count as untouched.
+    /// or replaced a precompile (which the accounts a call loads do not show).
     memo: Option<Arc<BlockCalls>>,
 }
 
@@ -144,14 +193,89 @@ impl<'db, 'i> BlockEvm<'db, 'i> {
         let memo = memo.and_then(|m| m.for_block(&evm));
         Self { evm, memo }
     }
+}
 
-    /// Whether every account in `state` is still as the base block has it: the simulation has
-    /// not loaded it (the cache loads an account on its first read and keeps every write), so
-    /// a call loading these accounts reads exactly what it read on the base.
-    fn untouched_by_simulation(&self, state: &EvmState) -> bool {
-        let cache = &self.evm.db().cache.accounts;
-        state.keys().all(|address| !cache.contains_key(address))
+/// Whether the simulation's state holds what the call of `recorded` read, looked up without
+/// loading anything. An account the simulation has not loaded still reads as the base block
+/// has it (the cache loads an account on its first read and keeps every write).
+fn reads_still_hold(db: &SimDb, recorded: &Recorded) -> bool {
+    let cache = &db.cache.accounts;
+    if recorded.on_base
+        && recorded
+            .reads
+            .iter()
+            .all(|r| !cache.contains_key(&r.address))
+    {
+        return true;
     }
+    recorded.reads.iter().all(|read| read_still_holds(db, read))
+}
+
+/// One account's part of [`reads_still_hold`].
+fn read_still_holds(db: &SimDb, read: &AccountRead) -> bool {
+    let cached = db.cache.accounts.get(&read.address);
+    let same_account = match cached {
+        Some(account) => {
+            account.account_state != AccountState::NotExisting && same_fields(&account.info, read)
+        }
+        None => matches!(db.db.basic_ref(read.address), Ok(Some(info)) if same_fields(&info, read)),
+    };
+    same_account
+        && read.slots.iter().all(|(slot, value)| {
+            slot_now(db, cached, read.address, *slot).is_ok_and(|now| now == *value)
+        })
+}
+
+/// A slot's value in the simulation's state, read as `CacheDB` would but without loading it.
+fn slot_now(
+    db: &SimDb,
+    cached: Option<&DbAccount>,
+    address: Address,
+    slot: U256,
+) -> Result<U256, StateError> {
+    match cached {
+        Some(account) => match account.storage.get(&slot) {
+            Some(value) => Ok(*value),
+            None if account.account_state == AccountState::StorageCleared => Ok(U256::ZERO),
+            None => db.db.storage_ref(address, slot),
+        },
+        None => db.db.storage_ref(address, slot),
+    }
+}
+
+fn same_fields(info: &AccountInfo, read: &AccountRead) -> bool {
+    info.balance == read.balance && info.nonce == read.nonce && info.code_hash == read.code_hash
+}
+
+/// What the call that produced `state` read, for recording: every account it loaded as the
+/// cache had it before the call (the call loads into the cache, and its changes are not
+/// committed yet) with the slots it read. `None` when the call created, destroyed or changed
+/// an account's balance, nonce or code, or loaded one that did not exist: then the state
+/// before the call is not all in these reads, and the result is not recorded.
+fn reads_of(db: &SimDb, state: &EvmState) -> Option<Vec<AccountRead>> {
+    state
+        .iter()
+        .map(|(address, account)| {
+            let before = db.cache.accounts.get(address)?;
+            let unchanged = before.account_state != AccountState::NotExisting
+                && !account.is_created()
+                && !account.is_selfdestructed()
+                && before.info.balance == account.info.balance
+                && before.info.nonce == account.info.nonce
+                && before.info.code_hash == account.info.code_hash;
+            unchanged.then(|| AccountRead {
+                address: *address,
+                balance: before.info.balance,
+                nonce: before.info.nonce,
+                code_hash: before.info.code_hash,
+                slots: account
+                    .storage
+                    .iter()
+                    .map(|(slot, value)| (*slot, value.original_value))
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 impl<'db, 'i> Deref for BlockEvm<'db, 'i> {
@@ -208,25 +332,33 @@ impl<'db, 'i> Evm for BlockEvm<'db, 'i> {
             contract,
             data: data.clone(),
         };
-        if let Some(known) = memo.get(&key) {
-            if self.untouched_by_simulation(&known.state) {
-                return Ok((*known).clone());
-            }
+        let db: &SimDb = self.evm.db();
+        if let Some(known) = memo.find(&key, |recorded| reads_still_hold(db, recorded)) {
+            return Ok(known);
         }
-        // The accounts a system call can load, and which of them the simulation has not
-        // loaded yet (the call itself loads them into the cache, so this is asked before).
-        let cache = &self.evm.db().cache.accounts;
+        // The accounts the call can load that the simulation has not loaded yet (the call
+        // loads them into the cache, so this is asked before).
+        let cache = &db.cache.accounts;
         let unloaded: Vec<Address> = [caller, contract, self.evm.block().beneficiary]
             .into_iter()
             .filter(|address| !cache.contains_key(address))
             .collect();
-        let result = self.evm.transact_system_call(caller, contract, data)?;
-        if result
-            .state
-            .keys()
-            .all(|address| unloaded.contains(address))
-        {
-            memo.insert(key, result.clone());
+        // Block hashes the call asks for land in the cache's (empty here, the earlier ones
+        // set aside): such a call is not recorded.
+        let earlier_hashes = std::mem::take(&mut self.evm.db_mut().cache.block_hashes);
+        let result = self.evm.transact_system_call(caller, contract, data);
+        let db: &mut SimDb = self.evm.db_mut();
+        let asked_block_hash = !db.cache.block_hashes.is_empty();
+        db.cache.block_hashes.extend(earlier_hashes);
+        let result = result?;
+        if !asked_block_hash {
+            if let Some(reads) = reads_of(db, &result.state) {
+                let on_base = result
+                    .state
+                    .keys()
+                    .all(|address| unloaded.contains(address));
+                memo.insert(key, result.clone(), reads, on_base);
+            }
         }
         Ok(result)
     }
