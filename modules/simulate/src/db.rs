@@ -5,12 +5,14 @@
 use std::sync::{Arc, Mutex, RwLock};
 
 use alloy::primitives::{
+    keccak256,
     map::{HashMap, HashSet},
-    Address, B256, U256,
+    Address, Bytes, B256, U256,
 };
 use revm::{
-    bytecode::Bytecode,
+    bytecode::{Bytecode, BytecodeDecodeError},
     database::{AccountState, CacheDB},
+    primitives::KECCAK_EMPTY,
     state::AccountInfo,
     DatabaseRef,
 };
@@ -24,6 +26,10 @@ const BASES_KEPT: usize = 3;
 const MAX_ENTRIES_PER_BASE: usize = 500_000;
 /// Bytecodes kept (analysed, by code hash).
 const MAX_CODES: usize = 4096;
+/// Override codes kept (hashed and analysed, by their bytes), and the largest kept: a wallet
+/// or a bundle tool sends the same helper contracts with every request.
+const MAX_OVERRIDE_CODES: usize = 256;
+const MAX_OVERRIDE_CODE_LEN: usize = 0x6000;
 
 /// Reads of one base state, shared by every simulation on it: the system contracts, the
 /// senders and the contracts that requests keep touching are then read from the store once per
@@ -48,6 +54,37 @@ impl SharedReads {
 static SHARED: Mutex<Vec<Arc<SharedReads>>> = Mutex::new(Vec::new());
 /// Bytecode by code hash: the same for every base, and analysed once.
 static CODES: RwLock<Option<HashMap<B256, Bytecode>>> = RwLock::new(None);
+/// Override code by its bytes: its hash and analysed bytecode.
+static OVERRIDE_CODES: RwLock<Option<HashMap<Bytes, (B256, Bytecode)>>> = RwLock::new(None);
+
+/// The code hash and analysed bytecode of `code` given in a state override, remembered so
+/// that a request repeating an earlier one's override neither hashes nor analyses it again.
+pub fn override_code(code: &Bytes) -> Result<(B256, Bytecode), BytecodeDecodeError> {
+    if let Some(hit) = OVERRIDE_CODES
+        .read()
+        .ok()
+        .and_then(|m| m.as_ref().and_then(|m| m.get(code).cloned()))
+    {
+        return Ok(hit);
+    }
+    let bytecode = Bytecode::new_raw_checked(code.clone())?;
+    let hash = if code.is_empty() {
+        KECCAK_EMPTY
+    } else {
+        keccak256(code)
+    };
+    if code.len() <= MAX_OVERRIDE_CODE_LEN {
+        if let Ok(mut m) = OVERRIDE_CODES.write() {
+            let m = m.get_or_insert_with(HashMap::default);
+            // Full: start over, so that the codes of current traffic get in.
+            if m.len() >= MAX_OVERRIDE_CODES {
+                m.clear();
+            }
+            m.insert(code.clone(), (hash, bytecode.clone()));
+        }
+    }
+    Ok((hash, bytecode))
+}
 
 fn shared_reads(hash: B256) -> Arc<SharedReads> {
     let mut bases = SHARED.lock().unwrap_or_else(|e| e.into_inner());
@@ -256,4 +293,30 @@ pub fn collect_changes(db: &SimDb, touched: &HashSet<Address>) -> StateChanges {
         );
     }
     changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn override_codes_are_remembered_each_under_its_own_bytes() {
+        // PUSH1 4, JUMP, INVALID, JUMPDEST, STOP; and the same with the JUMPDEST one byte on.
+        let a = Bytes::from_static(&[0x60, 0x04, 0x56, 0xfe, 0x5b, 0x00]);
+        let b = Bytes::from_static(&[0x60, 0x05, 0x56, 0xfe, 0xfe, 0x5b, 0x00]);
+        for _ in 0..2 {
+            for (code, jumpdest, not_jumpdest) in [(&a, 4, 5), (&b, 5, 4)] {
+                let (hash, bytecode) = override_code(code).expect("valid code");
+                assert_eq!(hash, keccak256(code));
+                assert_eq!(bytecode.original_bytes(), *code);
+                let jumps = bytecode.legacy_jump_table().expect("legacy code");
+                assert!(jumps.is_valid(jumpdest) && !jumps.is_valid(not_jumpdest));
+            }
+        }
+        assert_eq!(override_code(&Bytes::new()).expect("empty").0, KECCAK_EMPTY);
+        // A malformed EIP-7702 designator is refused every time, not remembered.
+        let bad = Bytes::from_static(&[0xef, 0x01, 0x00, 0x01]);
+        assert!(override_code(&bad).is_err());
+        assert!(override_code(&bad).is_err());
+    }
 }

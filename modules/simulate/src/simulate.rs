@@ -28,7 +28,6 @@ use alloy_evm::{
 };
 use alloy_hardforks::EthereumHardforks;
 use revm::{
-    bytecode::Bytecode,
     context::TxEnv,
     context_interface::{
         block::BlobExcessGasAndPrice,
@@ -47,7 +46,7 @@ use simnode_api::{
 };
 
 use crate::{
-    db::{collect_changes, BaseDb, SimDb},
+    db::{collect_changes, override_code, BaseDb, SimDb},
     inspector::SimInspector,
     precompiles::SimPrecompiles,
     system_calls::{BlockEvm, SimEvm},
@@ -1026,13 +1025,8 @@ fn apply_account_override(
     }
     let mut code_info = None;
     if let Some(code) = &account.code {
-        let bytecode = Bytecode::new_raw_checked(code.clone())
+        let (hash, bytecode) = override_code(code)
             .map_err(|e| RpcError::invalid_params(format!("invalid code for {address}: {e}")))?;
-        let hash = if code.is_empty() {
-            KECCAK_EMPTY
-        } else {
-            alloy::primitives::keccak256(code)
-        };
         code_info = Some((hash, bytecode));
     }
     if let Some((hash, bytecode)) = &code_info {
