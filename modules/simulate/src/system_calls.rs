@@ -16,7 +16,10 @@
 
 use std::{
     ops::{Deref, DerefMut},
-    sync::{Arc, RwLock},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, RwLock,
+    },
 };
 
 use alloy::primitives::{map::HashMap, Address, Bytes, B256, U256};
@@ -40,6 +43,11 @@ use crate::{db::SimDb, inspector::SimInspector, precompiles::SimPrecompiles};
 const MAX_BLOCKS: usize = 256;
 const MAX_CALLS_PER_BLOCK: usize = 8;
 const MAX_VARIANTS: usize = 4;
+/// Slots (read or changed) and accounts one recorded result may hold, and all of one base
+/// block's results together: an overridden system contract can touch any number of them. The canonical
+/// contracts touch a few each, and about fifty for a full EIP-7002 dequeue.
+const MAX_SLOTS_PER_RESULT: usize = 256;
+const MAX_SLOTS_PER_BASE: usize = 1 << 16;
 
 /// What a system call's result can depend on besides its own inputs and the state it loads:
 /// the same for every system call of one simulated block.
@@ -83,15 +91,27 @@ struct AccountRead {
 
 /// System-call results on one base block (held with the base block's shared reads, so a new
 /// head starts afresh).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SystemCallMemo {
     blocks: RwLock<HashMap<BlockKey, Arc<BlockCalls>>>,
+    /// What is left of [`MAX_SLOTS_PER_BASE`], shared by its blocks' results.
+    slots_left: Arc<AtomicUsize>,
+}
+
+impl Default for SystemCallMemo {
+    fn default() -> Self {
+        Self {
+            blocks: RwLock::default(),
+            slots_left: Arc::new(AtomicUsize::new(MAX_SLOTS_PER_BASE)),
+        }
+    }
 }
 
 /// The results recorded for one block environment.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BlockCalls {
     results: RwLock<HashMap<CallKey, Vec<Arc<Recorded>>>>,
+    slots_left: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for BlockKey {
@@ -129,7 +149,13 @@ impl SystemCallMemo {
         if blocks.len() >= MAX_BLOCKS && !blocks.contains_key(&key) {
             return None;
         }
-        Some(blocks.entry(key).or_default().clone())
+        let calls = blocks.entry(key).or_insert_with(|| {
+            Arc::new(BlockCalls {
+                results: RwLock::default(),
+                slots_left: self.slots_left.clone(),
+            })
+        });
+        Some(calls.clone())
     }
 }
 
@@ -160,6 +186,15 @@ impl BlockCalls {
         for account in result.state.values_mut() {
             account.storage.retain(|_, slot| slot.is_changed());
         }
+        let slots = result
+            .state
+            .values()
+            .map(|a| a.storage.len())
+            .sum::<usize>()
+            + reads.iter().map(|r| 1 + r.slots.len()).sum::<usize>();
+        if slots > MAX_SLOTS_PER_RESULT {
+            return;
+        }
         let Ok(mut results) = self.results.write() else {
             return;
         };
@@ -167,7 +202,16 @@ impl BlockCalls {
             return;
         }
         let variants = results.entry(key).or_default();
-        if variants.len() < MAX_VARIANTS {
+        if variants.len() >= MAX_VARIANTS {
+            return;
+        }
+        let within_budget = self
+            .slots_left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(slots)
+            })
+            .is_ok();
+        if within_budget {
             variants.push(Arc::new(Recorded {
                 result,
                 reads,
