@@ -44,8 +44,8 @@ const MAX_BLOCKS: usize = 256;
 const MAX_CALLS_PER_BLOCK: usize = 8;
 const MAX_VARIANTS: usize = 4;
 /// Slots (read or changed) and accounts one recorded result may hold, and all of one base
-/// block's results together: an overridden system contract can touch any number of them. The canonical
-/// contracts touch a few each, and about fifty for a full EIP-7002 dequeue.
+/// block's results together: an overridden system contract can touch any number of them. The
+/// canonical contracts touch a few each, and about fifty for a full EIP-7002 dequeue.
 const MAX_SLOTS_PER_RESULT: usize = 256;
 const MAX_SLOTS_PER_BASE: usize = 1 << 16;
 
