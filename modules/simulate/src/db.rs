@@ -314,7 +314,7 @@ mod tests {
             }
         }
         assert_eq!(override_code(&Bytes::new()).expect("empty").0, KECCAK_EMPTY);
-        // A malformed EIP-7702 designator is refused every time, not remembered.
+        // A malformed EIP-7702 designator is refused, the second time too.
         let bad = Bytes::from_static(&[0xef, 0x01, 0x00, 0x01]);
         assert!(override_code(&bad).is_err());
         assert!(override_code(&bad).is_err());
