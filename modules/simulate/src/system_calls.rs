@@ -27,7 +27,7 @@ use alloy_evm::{eth::EthEvm, Evm, EvmEnv};
 use revm::{
     context::{BlockEnv, CfgEnv, TxEnv},
     context_interface::result::{EVMError, HaltReason, ResultAndState},
-    database::{AccountState, DbAccount},
+    database::AccountState,
     primitives::hardfork::SpecId,
     state::{AccountInfo, EvmState},
     DatabaseRef,
@@ -255,36 +255,16 @@ fn reads_still_hold(db: &SimDb, recorded: &Recorded) -> bool {
     recorded.reads.iter().all(|read| read_still_holds(db, read))
 }
 
-/// One account's part of [`reads_still_hold`].
+/// One account's part of [`reads_still_hold`], read through the cache's `DatabaseRef`, which
+/// answers as `CacheDB` would without loading anything.
 fn read_still_holds(db: &SimDb, read: &AccountRead) -> bool {
-    let cached = db.cache.accounts.get(&read.address);
-    let same_account = match cached {
-        Some(account) => {
-            account.account_state != AccountState::NotExisting && same_fields(&account.info, read)
-        }
-        None => matches!(db.db.basic_ref(read.address), Ok(Some(info)) if same_fields(&info, read)),
-    };
+    let same_account =
+        matches!(db.basic_ref(read.address), Ok(Some(info)) if same_fields(&info, read));
     same_account
         && read.slots.iter().all(|(slot, value)| {
-            slot_now(db, cached, read.address, *slot).is_ok_and(|now| now == *value)
+            db.storage_ref(read.address, *slot)
+                .is_ok_and(|now| now == *value)
         })
-}
-
-/// A slot's value in the simulation's state, read as `CacheDB` would but without loading it.
-fn slot_now(
-    db: &SimDb,
-    cached: Option<&DbAccount>,
-    address: Address,
-    slot: U256,
-) -> Result<U256, StateError> {
-    match cached {
-        Some(account) => match account.storage.get(&slot) {
-            Some(value) => Ok(*value),
-            None if account.account_state == AccountState::StorageCleared => Ok(U256::ZERO),
-            None => db.db.storage_ref(address, slot),
-        },
-        None => db.db.storage_ref(address, slot),
-    }
 }
 
 fn same_fields(info: &AccountInfo, read: &AccountRead) -> bool {
