@@ -96,3 +96,75 @@ fn trace_call_many_over_http() {
         -32000
     );
 }
+
+/// Calls the EVM refuses get reth's codes (reth is the reference for trace_*): -32003 for a
+/// transaction the state rejects (funds, a tip above the fee cap), -32000 for the call's own
+/// bad gas, fee cap or chain id, -32602 for two fee styles at once.
+#[test]
+fn refused_calls_get_reths_error_codes() {
+    let node = Node::execution_apis(&[]);
+    let code = |call: Value| {
+        let r = node.call("trace_callMany", json!([[[call, ["trace"]]], "latest"]));
+        r["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("expected an error: {r}"))
+    };
+    let empty = "0x1111111111111111111111111111111111111111";
+    let to = "0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2";
+    let call = |extra: Value| {
+        let mut c = json!({"from": empty, "to": to});
+        for (k, v) in extra.as_object().expect("object") {
+            c[k] = v.clone();
+        }
+        c
+    };
+    assert_eq!(
+        code(call(json!({"value": "0x1"}))),
+        -32003,
+        "value over balance"
+    );
+    assert_eq!(
+        code(call(json!({"value": "0x1", "gasPrice": "0x1"}))),
+        -32003,
+        "value over balance, gas from the balance"
+    );
+    assert_eq!(
+        code(call(
+            json!({"maxFeePerGas": "0x10000000", "maxPriorityFeePerGas": "0x20000000"})
+        )),
+        -32003,
+        "tip above the fee cap"
+    );
+    assert_eq!(
+        code(call(json!({"maxFeePerGas": "0x1"}))),
+        -32000,
+        "fee cap below base fee"
+    );
+    assert_eq!(code(call(json!({"gas": "0x1"}))), -32000, "intrinsic gas");
+    assert_eq!(code(call(json!({"chainId": "0x5"}))), -32000, "chain id");
+    assert_eq!(
+        code(call(
+            json!({"maxFeePerGas": "0x10000000", "gasPrice": "0x1"})
+        )),
+        -32602,
+        "two fee styles"
+    );
+    // Later calls name their index; the code stays.
+    let r = node.call(
+        "trace_callMany",
+        json!([
+            [
+                [call(json!({})), ["trace"]],
+                [call(json!({"value": "0x1"})), ["trace"]]
+            ],
+            "latest"
+        ]),
+    );
+    assert_eq!(r["error"]["code"], -32003, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("call 1: ")),
+        "{r}"
+    );
+}

@@ -64,6 +64,11 @@ pub enum RpcError {
     /// -32000 with geth's wording (transaction pool rejections, "account X is not a precompile", ...).
     #[error("{0}")]
     Server(String),
+    /// -32003: the transaction cannot run on this state or block (funds, fee fields, blob or
+    /// authorization fields, ...): reth's "transaction rejected" code, used by the trace
+    /// module, whose reference is reth.
+    #[error("{0}")]
+    TransactionRejected(String),
     /// 3: the EVM reverted; `data` is the revert output.
     #[error("{message}")]
     Reverted { message: String, data: Bytes },
@@ -107,6 +112,7 @@ impl RpcError {
             Self::MethodNotAvailable(_) => -32601,
             Self::HeaderNotFound | Self::Server(_) => -32000,
             Self::ResourceNotFound(_) => -32001,
+            Self::TransactionRejected(_) => -32003,
             Self::Reverted { .. } => 3,
             Self::VmError(_) => -32015,
             Self::Timeout(_) => -32016,

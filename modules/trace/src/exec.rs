@@ -32,7 +32,7 @@ use alloy::{
 use alloy_evm::{eth::EthEvmContext, rpc::TryIntoTxEnv, EthEvmFactory, Evm, EvmEnv, EvmFactory};
 use revm::{
     context::TxEnv,
-    context_interface::result::{EVMError, ResultAndState},
+    context_interface::result::{EVMError, InvalidTransaction, ResultAndState},
     database::CacheDB,
     Database, DatabaseCommit, Inspector,
 };
@@ -113,6 +113,9 @@ fn with_call_index(err: RpcError, index: usize, total: usize) -> RpcError {
     }
     match err {
         RpcError::Server(msg) => RpcError::Server(format!("call {index}: {msg}")),
+        RpcError::TransactionRejected(msg) => {
+            RpcError::TransactionRejected(format!("call {index}: {msg}"))
+        }
         RpcError::InvalidParams(msg) => RpcError::InvalidParams(format!("call {index}: {msg}")),
         RpcError::LimitExceeded(msg) => RpcError::LimitExceeded(format!("call {index}: {msg}")),
         other => other,
@@ -249,7 +252,7 @@ impl Run<'_> {
         let explicit_gas = request.gas;
         let mut tx: TxEnv = request.try_into_tx_env(env).map_err(|err| match err {
             alloy_evm::rpc::EthTxEnvError::Input(e) => RpcError::InvalidParams(e.to_string()),
-            alloy_evm::rpc::EthTxEnvError::CallFees(e) => RpcError::Server(e.to_string()),
+            alloy_evm::rpc::EthTxEnvError::CallFees(e) => fee_fields_error(e),
         })?;
         tx.gas_limit = match explicit_gas {
             Some(gas) => gas,
@@ -261,7 +264,7 @@ impl Run<'_> {
                     .map(|acc| acc.balance)
                     .unwrap_or_default();
                 let spendable = balance.checked_sub(tx.value).ok_or_else(|| {
-                    RpcError::Server(format!(
+                    RpcError::TransactionRejected(format!(
                         "insufficient funds for value: address {} have {balance} want {}",
                         tx.caller, tx.value
                     ))
@@ -280,6 +283,18 @@ impl Run<'_> {
     }
 }
 
+/// Fee fields that cannot make a transaction, with reth's codes: two fee styles at once is a
+/// malformed request (-32602), a fee cap below the base fee -32000, the rest -32003.
+fn fee_fields_error(err: alloy_evm::rpc::CallFeesError) -> RpcError {
+    use alloy_evm::rpc::CallFeesError;
+    let message = err.to_string();
+    match err {
+        CallFeesError::ConflictingFeeFieldsInRequest => RpcError::InvalidParams(message),
+        CallFeesError::FeeCapTooLow => RpcError::Server(message),
+        _ => RpcError::TransactionRejected(message),
+    }
+}
+
 fn too_large(limits: &TraceLimits) -> RpcError {
     RpcError::LimitExceeded(format!(
         "trace too large: the request's traces exceed {} bytes",
@@ -287,10 +302,27 @@ fn too_large(limits: &TraceLimits) -> RpcError {
     ))
 }
 
+/// The codes follow reth (the reference for trace_*): -32000 for what is wrong with the call's
+/// own gas, nonce, chain id or fee cap, -32003 for a transaction the state or block rejects.
 fn evm_error(err: EVMError<StateError>, caller: Address) -> RpcError {
     match err {
         EVMError::Transaction(err) => {
-            RpcError::Server(vm_messages::invalid_tx_message(&err, caller))
+            let message = vm_messages::invalid_tx_message(&err, caller);
+            match err {
+                InvalidTransaction::InvalidChainId
+                | InvalidTransaction::MissingChainId
+                | InvalidTransaction::GasPriceLessThanBasefee
+                | InvalidTransaction::CallerGasLimitMoreThanBlock
+                | InvalidTransaction::TxGasLimitGreaterThanCap { .. }
+                | InvalidTransaction::CallGasCostMoreThanGasLimit { .. }
+                | InvalidTransaction::GasFloorMoreThanGasLimit { .. }
+                | InvalidTransaction::NonceTooHigh { .. }
+                | InvalidTransaction::NonceTooLow { .. } => RpcError::Server(message),
+                InvalidTransaction::Str(_) | InvalidTransaction::Eip7873MissingTarget => {
+                    RpcError::internal(message)
+                }
+                _ => RpcError::TransactionRejected(message),
+            }
         }
         EVMError::Header(err) => RpcError::internal(err),
         EVMError::Database(err) => RpcError::from(err),
