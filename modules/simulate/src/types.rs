@@ -84,8 +84,10 @@ pub struct AccountOverride {
     /// Patches single slots.
     #[serde(default)]
     pub state_diff: Option<BTreeMap<B256, B256>>,
-    /// Moves the precompile at this account's address to another address.
-    #[serde(default, alias = "movePrecompileTo")]
+    /// Moves the precompile at this account's address to another address. Also read under the
+    /// spec's title for the field, `MovePrecompileToAddress`, which geth (matching field names
+    /// without regard to case) accepts.
+    #[serde(default, alias = "movePrecompileTo", alias = "MovePrecompileToAddress")]
     pub move_precompile_to_address: Option<Address>,
 }
 
@@ -138,5 +140,12 @@ mod tests {
             .unwrap()
             .move_precompile_to_address
             .is_some());
+        for name in ["MovePrecompileToAddress", "movePrecompileTo"] {
+            let o: AccountOverride = serde_json::from_value(
+                json!({ name: "0x0000000000000000000000000000000000123456" }),
+            )
+            .unwrap();
+            assert!(o.move_precompile_to_address.is_some(), "{name}");
+        }
     }
 }
