@@ -418,13 +418,18 @@ fn a_run_past_the_inline_budget_restarts_on_the_pool_with_the_same_answer() {
 
 #[test]
 fn the_deadline_still_holds_after_a_restart_on_the_pool() {
+    // A billion gas of loop: far longer than the deadline in any build (50M gas of this loop
+    // fits in 50 ms in a release build).
     let limits = RpcLimits {
         evm_timeout: Duration::from_millis(50),
         evm_inline_budget: Duration::from_millis(5),
+        gas_cap: 1_000_000_000,
         ..RpcLimits::default()
     };
+    let mut payload = endless_loop_payload("0x3b9aca00");
+    payload["blockStateCalls"][0]["blockOverrides"] = json!({"gasLimit": "0x3b9aca00"});
     let started = Instant::now();
-    let resp = answer_rpc(limits, &request(endless_loop_payload("0x2faf080")));
+    let resp = answer_rpc(limits, &request(payload));
     assert_eq!(resp["error"]["code"], -32016, "{resp}");
     assert!(
         started.elapsed() < Duration::from_secs(2),

@@ -38,3 +38,68 @@ fn blob_fee_without_blob_hashes_is_not_a_blob_transaction() {
     );
     assert!(r.get("result").is_some(), "{r}");
 }
+
+/// geth reads a missing or null `blockStateCalls` as empty and refuses it with -32602 "empty
+/// input", no `data` (upstream eth_simulateV1/ethSimulate-empty-ethSimulate.io); -32602 for a
+/// field that does not decode carries no `data` either, as geth answers.
+#[test]
+fn simulate_without_block_state_calls_is_empty_input() {
+    let node = Node::execution_apis(&[]);
+    for payload in [
+        json!({}),
+        json!({"blockStateCalls": null}),
+        json!({"blockStateCalls": []}),
+    ] {
+        let r = node.call("eth_simulateV1", json!([payload, "latest"]));
+        assert_eq!(
+            r["error"],
+            json!({"code": -32602, "message": "empty input"}),
+            "{payload}: {r}"
+        );
+    }
+    let r = node.call(
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{"calls": [{"to": "0x12"}]}]}, "latest"]),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"].get("data").is_none(), "{r}");
+}
+
+/// The spec titles the override field `MovePrecompileToAddress`; geth matches field names
+/// without regard to case and so moves (or refuses to move) under that spelling too
+/// (upstream eth_simulateV1/ethSimulate-try-to-move-non-precompile.io).
+#[test]
+fn simulate_reads_move_precompile_under_the_specs_title() {
+    let node = Node::execution_apis(&[]);
+    let not_precompile = "0xc000000000000000000000000000000000000000";
+    let r = node.call(
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{"stateOverrides": {not_precompile: {
+            "MovePrecompileToAddress": "0xc100000000000000000000000000000000000000"
+        }}}]}, "latest"]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    // A precompile moves under either spelling: its old address is then plain code-less.
+    let r = node.call(
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{
+            "stateOverrides": {"0x0000000000000000000000000000000000000002": {
+                "MovePrecompileToAddress": "0x0000000000000000000000000000000000123456"
+            }},
+            "calls": [
+                {"to": "0x0000000000000000000000000000000000123456", "input": "0x1234"},
+                {"to": "0x0000000000000000000000000000000000000002", "input": "0x1234"}
+            ]
+        }]}, "latest"]),
+    );
+    let calls = &r["result"][0]["calls"];
+    assert_eq!(
+        calls[0]["returnData"],
+        "0x3a103a4e5729ad68c02a678ae39accfbc0ae208096437401b7ceab63cca0622f",
+        "sha256 at its new address: {r}"
+    );
+    assert_eq!(
+        calls[1]["returnData"], "0x",
+        "nothing left at the old one: {r}"
+    );
+}

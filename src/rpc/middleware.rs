@@ -105,8 +105,11 @@ fn limited_response(id: jsonrpsee::types::Id<'_>, err: FrontDoorError) -> Method
 
 /// jsonrpsee answers a param that does not decode with "Invalid params" and serde's reason
 /// (positioned within one element) as `data`; this makes the message name the argument and
-/// field (see [`param_errors`]) and leaves `data` as it was.
+/// field (see [`param_errors`]). `data` stays only on `trace_*` methods, whose reference
+/// (reth, itself on jsonrpsee) sends serde's text there; geth, the reference for the others,
+/// sends a -32602 without `data`, and the message already says everything `data` did.
 fn named_invalid_params(
+    method: &str,
     params: Option<&str>,
     response: &MethodResponse,
 ) -> Option<ErrorObjectOwned> {
@@ -117,12 +120,8 @@ fn named_invalid_params(
     }
     let data = error.get("data")?;
     let message = param_errors::describe(params, data.as_str()?);
-    // `data` keeps serde's own text, as other jsonrpsee-based nodes (reth) answer it.
-    Some(ErrorObjectOwned::owned(
-        INVALID_PARAMS_CODE,
-        message,
-        Some(data.clone()),
-    ))
+    let data = method.starts_with("trace_").then(|| data.clone());
+    Some(ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, data))
 }
 
 /// The (empty) answer to notifications, marked so that HTTP sends no body.
@@ -166,7 +165,8 @@ where
             Ok(()) => inner.call(request).await,
         };
         if response.as_error_code() == Some(INVALID_PARAMS_CODE) {
-            if let Some(named) = named_invalid_params(params.as_deref().map(|p| p.get()), &response)
+            if let Some(named) =
+                named_invalid_params(&method, params.as_deref().map(|p| p.get()), &response)
             {
                 response = MethodResponse::error(id, named);
             }

@@ -16,6 +16,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SimulatePayload {
+    /// Missing or null reads as empty, which the simulation refuses as geth does ("empty
+    /// input", -32602).
+    #[serde(default, deserialize_with = "null_as_default")]
     pub block_state_calls: Vec<SimBlock>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub trace_transfers: bool,
@@ -120,7 +123,10 @@ mod tests {
         .unwrap();
         assert!(p.return_full_transactions);
         assert!(!p.trace_transfers);
-        assert!(serde_json::from_value::<SimulatePayload>(json!({})).is_err());
+        for empty in [json!({}), json!({"blockStateCalls": null})] {
+            let p: SimulatePayload = serde_json::from_value(empty).unwrap();
+            assert!(p.block_state_calls.is_empty());
+        }
     }
 
     #[test]
