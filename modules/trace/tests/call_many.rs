@@ -613,7 +613,8 @@ async fn errors() {
         json!([[[transfer, []], [{"from": empty, "to": B, "value": "0x1"}, []]]]),
     )
     .await;
-    assert_eq!(resp["error"]["code"], -32000, "{resp}");
+    // reth's "transaction rejected" code for what the state refuses.
+    assert_eq!(resp["error"]["code"], -32003, "{resp}");
     assert!(
         resp["error"]["message"]
             .as_str()
