@@ -667,8 +667,13 @@ async fn limits() {
         -32005
     );
 
-    // Deadline: an endless loop under the 50M default gas, stopped after 200 ms.
-    let methods = chain().methods_with(|l| l.timeout = Duration::from_millis(200));
+    // Deadline: an endless loop, stopped after 200 ms. Two billion gas of it, as 50M gas of
+    // this loop can finish within 200 ms in a release build.
+    let methods = chain().methods_with(|l| {
+        l.timeout = Duration::from_millis(200);
+        l.gas_cap = 2_000_000_000;
+        l.max_total_gas = 2_000_000_000;
+    });
     let started = std::time::Instant::now();
     let resp = request(&methods, json!([[[{"from": A, "to": L}, ["trace"]]]])).await;
     assert_eq!(resp["error"]["code"], -32016, "{resp}");
@@ -695,6 +700,9 @@ async fn tracing_slots_bound_concurrent_requests() {
     let methods = chain().methods_with(|l| {
         l.max_concurrent = 1;
         l.timeout = Duration::from_secs(1);
+        // Enough gas that the loop outlasts the deadline in a release build too.
+        l.gas_cap = 2_000_000_000;
+        l.max_total_gas = 2_000_000_000;
     });
     let slow = json!([[[{"from": A, "to": L}, ["trace"]]]]);
     let quick = json!([[[{"from": A, "to": B, "value": "0x1"}, []]]]);
