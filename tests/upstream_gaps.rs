@@ -79,7 +79,7 @@ fn simulate_reads_move_precompile_under_the_specs_title() {
         }}}]}, "latest"]),
     );
     assert_eq!(r["error"]["code"], -32000, "{r}");
-    // A precompile moves under either spelling: its old address is then plain code-less.
+    // A precompile moves under that spelling too: its old address is left without code.
     let r = node.call(
         "eth_simulateV1",
         json!([{"blockStateCalls": [{
