@@ -12,7 +12,6 @@ use alloy::primitives::{
 use revm::{
     bytecode::{Bytecode, BytecodeDecodeError},
     database::{AccountState, CacheDB},
-    primitives::KECCAK_EMPTY,
     state::AccountInfo,
     DatabaseRef,
 };
@@ -68,11 +67,8 @@ pub fn override_code(code: &Bytes) -> Result<(B256, Bytecode), BytecodeDecodeErr
         return Ok(hit);
     }
     let bytecode = Bytecode::new_raw_checked(code.clone())?;
-    let hash = if code.is_empty() {
-        KECCAK_EMPTY
-    } else {
-        keccak256(code)
-    };
+    // keccak256 of empty code is KECCAK_EMPTY: no case of its own.
+    let hash = keccak256(code);
     if code.len() <= MAX_OVERRIDE_CODE_LEN {
         if let Ok(mut m) = OVERRIDE_CODES.write() {
             let m = m.get_or_insert_with(HashMap::default);
@@ -297,6 +293,8 @@ pub fn collect_changes(db: &SimDb, touched: &HashSet<Address>) -> StateChanges {
 
 #[cfg(test)]
 mod tests {
+    use revm::primitives::KECCAK_EMPTY;
+
     use super::*;
 
     #[test]
