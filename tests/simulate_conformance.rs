@@ -368,6 +368,40 @@ fn override_emptied_account_stays_until_a_transaction_touches_it() {
     );
 }
 
+/// Overrides are the state before the block's first call, not rules that hold for the block:
+/// a contract created later at an overridden (empty) address keeps its own code, and code
+/// put on a precompile's address without moving the precompile runs instead of it.
+#[test]
+fn overrides_are_pre_state_that_calls_can_replace() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let sender: alloy_primitives::Address = "0xc000000000000000000000000000000000000123"
+        .parse()
+        .expect("an address");
+    // Where the sender's first creation lands; the override leaves it an existing empty account.
+    let created = sender.create(0);
+    // Init code returning the runtime 0x602a60005260206000f3 (returns the word 42).
+    let init = "0x69602a60005260206000f3600052600a6016f3";
+    let forty_two = format!("0x{:064x}", 42);
+    let payload = json!({"blockStateCalls": [{
+        "stateOverrides": {
+            created.to_string(): {"code": "0x"},
+            "0x0000000000000000000000000000000000000004": {"code": "0x602a60005260206000f3"}
+        },
+        "calls": [
+            {"from": sender, "input": init},
+            {"from": sender, "to": created},
+            {"from": sender, "to": "0x0000000000000000000000000000000000000004", "input": "0x1234"}
+        ]
+    }]});
+    let resp = answer(&sim, &request(payload));
+    let calls = &ok_blocks(&resp)[0]["calls"];
+    assert_eq!(calls[0]["status"], "0x1", "the creation succeeds: {resp}");
+    assert_eq!(calls[0]["returnData"], "0x602a60005260206000f3");
+    assert_eq!(calls[1]["returnData"], forty_two.as_str(), "the created code runs");
+    // The identity precompile would have echoed 0x1234.
+    assert_eq!(calls[2]["returnData"], forty_two.as_str(), "the override runs");
+}
+
 /// Answers one request through the module's RPC methods, as the server calls them (the
 /// first run on the calling thread, within `evm_inline_budget`, then on the blocking pool).
 fn answer_rpc(limits: RpcLimits, request: &Value) -> Value {
