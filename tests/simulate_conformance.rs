@@ -402,6 +402,29 @@ fn overrides_are_pre_state_that_calls_can_replace() {
     assert_eq!(calls[2]["returnData"], forty_two.as_str(), "the override runs");
 }
 
+/// A fee too large for the EVM's integers is a cost the sender cannot pay: geth's
+/// insufficient-funds error (-38014), with or without validation, not an internal error.
+#[test]
+fn an_unpayable_huge_fee_is_insufficient_funds() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let from = "0xc000000000000000000000000000000000000000";
+    let huge = "0xffffffffffffffffffffffffffffffff";
+    for (validation, fees) in [
+        (false, json!({"gasPrice": huge})),
+        (true, json!({"maxFeePerGas": huge, "maxPriorityFeePerGas": "0x1"})),
+    ] {
+        let mut call = json!({"from": from, "to": from});
+        call.as_object_mut()
+            .expect("an object")
+            .extend(fees.as_object().expect("an object").clone());
+        let payload = json!({"validation": validation, "blockStateCalls": [{"calls": [call]}]});
+        let resp = answer(&sim, &request(payload));
+        assert_eq!(resp["error"]["code"], -38014, "{resp}");
+        let message = resp["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("have 0 want"), "{message}");
+    }
+}
+
 /// Answers one request through the module's RPC methods, as the server calls them (the
 /// first run on the calling thread, within `evm_inline_budget`, then on the blocking pool).
 fn answer_rpc(limits: RpcLimits, request: &Value) -> Value {

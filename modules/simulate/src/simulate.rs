@@ -435,7 +435,19 @@ impl Runner<'_> {
             if evm.inspector().timed_out() {
                 return Err(RpcError::Timeout(self.timeout_ms));
             }
-            let result_and_state = outcome.map_err(|e| map_evm_error(e, &prepared))?;
+            let result_and_state = match outcome {
+                Ok(result) => result,
+                Err(EVMError::Transaction(InvalidTransaction::OverflowPaymentInTransaction)) => {
+                    let balance = evm
+                        .db_mut()
+                        .load_account(prepared.from)
+                        .map_err(RpcError::from)?
+                        .info
+                        .balance;
+                    return Err(payment_overflow_error(&prepared, balance));
+                }
+                Err(e) => return Err(map_evm_error(e, &prepared)),
+            };
             let wrapped_nonce = prepared.wraps_nonce;
             self.touched.extend(
                 result_and_state
@@ -898,6 +910,31 @@ fn call_result(
 }
 
 /// Maps a transaction the EVM refused to the codes of the execution-apis spec.
+/// revm refuses a call whose upfront cost (gas times fee cap, plus value and blob fees) does
+/// not fit its integer types; geth computes the cost in 256 bits and reports what the sender
+/// lacks, an insufficient-funds error (-38014), like any other call the balance cannot pay.
+fn payment_overflow_error(call: &PreparedCall, balance: U256) -> RpcError {
+    let tx = &call.tx_env;
+    let blob_fee = U256::from(call.blob_count.saturating_mul(DATA_GAS_PER_BLOB))
+        .checked_mul(U256::from(tx.max_fee_per_blob_gas));
+    let want = U256::from(tx.gas_limit)
+        .checked_mul(U256::from(tx.gas_price))
+        .and_then(|gas_fee| gas_fee.checked_add(tx.value))
+        .zip(blob_fee)
+        .and_then(|(cost, blob_fee)| cost.checked_add(blob_fee));
+    let detail = match want {
+        Some(want) => format!("have {balance} want {want}"),
+        None => "required balance exceeds 256 bits".to_string(),
+    };
+    RpcError::simulate(
+        SimulateCode::InsufficientFunds,
+        format!(
+            "err: insufficient funds for gas * price + value: address {} {detail} (supplied gas {})",
+            call.from, call.gas
+        ),
+    )
+}
+
 fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) -> RpcError {
     let from = call.from;
     let gas = call.gas;
