@@ -93,6 +93,11 @@ pub fn invalid_tx_message(err: &InvalidTransaction, caller: Address) -> String {
         InvalidTransaction::LackOfFundForMaxFee { fee, balance } => {
             format!("insufficient funds for gas * price + value: address {caller} have {balance} want {fee}")
         }
+        // revm's integers cannot hold gas * price + value; geth computes it in 256 bits and
+        // finds the balance short, so its error is the insufficient-funds one.
+        InvalidTransaction::OverflowPaymentInTransaction => format!(
+            "insufficient funds for gas * price + value: address {caller}: the upfront cost overflows the EVM's integers"
+        ),
         InvalidTransaction::CallGasCostMoreThanGasLimit {
             initial_gas,
             gas_limit,
@@ -135,6 +140,18 @@ mod tests {
         padded.resize(reason.len().div_ceil(32) * 32, 0);
         data.extend_from_slice(&padded);
         data
+    }
+
+    #[test]
+    fn an_overflowing_payment_reads_as_insufficient_funds() {
+        let message = invalid_tx_message(
+            &InvalidTransaction::OverflowPaymentInTransaction,
+            Address::repeat_byte(0xc0),
+        );
+        assert!(
+            message.starts_with("insufficient funds for gas * price + value: address 0x"),
+            "{message}"
+        );
     }
 
     #[test]
