@@ -397,9 +397,17 @@ fn overrides_are_pre_state_that_calls_can_replace() {
     let calls = &ok_blocks(&resp)[0]["calls"];
     assert_eq!(calls[0]["status"], "0x1", "the creation succeeds: {resp}");
     assert_eq!(calls[0]["returnData"], "0x602a60005260206000f3");
-    assert_eq!(calls[1]["returnData"], forty_two.as_str(), "the created code runs");
+    assert_eq!(
+        calls[1]["returnData"],
+        forty_two.as_str(),
+        "the created code runs"
+    );
     // The identity precompile would have echoed 0x1234.
-    assert_eq!(calls[2]["returnData"], forty_two.as_str(), "the override runs");
+    assert_eq!(
+        calls[2]["returnData"],
+        forty_two.as_str(),
+        "the override runs"
+    );
 }
 
 /// A fee too large for the EVM's integers is a cost the sender cannot pay: geth's
@@ -411,7 +419,10 @@ fn an_unpayable_huge_fee_is_insufficient_funds() {
     let huge = "0xffffffffffffffffffffffffffffffff";
     for (validation, fees) in [
         (false, json!({"gasPrice": huge})),
-        (true, json!({"maxFeePerGas": huge, "maxPriorityFeePerGas": "0x1"})),
+        (
+            true,
+            json!({"maxFeePerGas": huge, "maxPriorityFeePerGas": "0x1"}),
+        ),
     ] {
         let mut call = json!({"from": from, "to": from});
         call.as_object_mut()
