@@ -103,3 +103,61 @@ fn simulate_reads_move_precompile_under_the_specs_title() {
         "nothing left at the old one: {r}"
     );
 }
+
+/// A transaction type the block's fork lacks is refused with -32000, as geth does: before
+/// Cancun `maxFeePerBlobGas` alone makes a blob transaction (eth_call, eth_estimateGas and
+/// eth_createAccessList), and before Berlin eth_createAccessList, which always runs an
+/// access-list transaction, has none to run (upstream *-fork-inactive*.io). Block 0x29 of the
+/// execution-apis chain is before Cancun, 0x17 before Berlin.
+#[test]
+fn fork_inactive_transaction_types_are_refused() {
+    let node = Node::execution_apis(&[]);
+    let from = "0x0c2c51a0990aee1d73c1228de158688341557508";
+    let to = "0x0100000000000000000000000000000000000000";
+    for method in ["eth_call", "eth_estimateGas", "eth_createAccessList"] {
+        let r = node.call(
+            method,
+            json!([{"from": from, "maxFeePerBlobGas": "0x1", "to": to}, "0x29"]),
+        );
+        assert_eq!(r["error"]["code"], -32000, "{method}: {r}");
+        let r = node.call(method, json!([{"from": from, "to": to}, "0x29"]));
+        assert!(
+            r.get("result").is_some(),
+            "{method} without the blob fee: {r}"
+        );
+    }
+    let r = node.call(
+        "eth_createAccessList",
+        json!([{"from": from, "to": to}, "0x17"]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    let r = node.call("eth_call", json!([{"from": from, "to": to}, "0x17"]));
+    assert_eq!(r["result"], "0x", "a plain call before Berlin runs: {r}");
+}
+
+/// eth_createAccessList reports the gas of the transaction carrying the list, also for a
+/// legacy request (gasPrice only): the list's intrinsic cost is charged and its slots are
+/// warm, as for a typed request (upstream eth_createAccessList/create-al-omitted-block.io).
+#[test]
+fn access_list_gas_is_the_same_for_legacy_and_typed_requests() {
+    let node = Node::execution_apis(&[]);
+    // A contract on this chain that reads two storage slots when called.
+    let call = json!({
+        "from": "0x0c2c51a0990aee1d73c1228de158688341557508",
+        "to": "0x7dcd17433742f4c0ca53122ab541d0ba67fc27df",
+        "input": "0x010203040506",
+        "gas": "0xea60",
+    });
+    let mut legacy = call.clone();
+    legacy["gasPrice"] = json!("0x1a21397");
+    let mut typed = call;
+    typed["maxFeePerGas"] = json!("0x1a21397");
+    typed["maxPriorityFeePerGas"] = json!("0x0");
+    let legacy = node.call("eth_createAccessList", json!([legacy, "latest"]));
+    let typed = node.call("eth_createAccessList", json!([typed, "latest"]));
+    let keys = legacy["result"]["accessList"][0]["storageKeys"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(keys, 2, "the call reads two slots: {legacy}");
+    assert_eq!(legacy["result"], typed["result"], "{legacy} / {typed}");
+}

@@ -19,7 +19,9 @@ use alloy_evm::{
 use revm::{
     context::{result::ExecutionResult, TxEnv},
     context_interface::result::{EVMError, HaltReason},
+    context_interface::transaction::TransactionType,
     database::CacheDB,
+    primitives::hardfork::SpecId,
     DatabaseRef,
 };
 use simnode_api::{
@@ -111,8 +113,15 @@ pub fn prepare(
     let explicit_nonce = request.nonce.is_some();
     // geth: maxFeePerBlobGas without blob hashes is valid from Cancun and does not make the
     // call a blob transaction (it only keeps BLOBBASEFEE unzeroed, handled above). An explicit
-    // empty hash list stays a blob transaction and is refused, as in geth.
+    // empty hash list stays a blob transaction and is refused, as in geth. Before Cancun the fee
+    // alone makes it a blob transaction, which that fork does not have.
     let mut request = request;
+    if request.max_fee_per_blob_gas.is_some() && !env.cfg_env.spec.is_enabled_in(SpecId::CANCUN) {
+        return Err(type_not_supported(
+            "blob tx",
+            request.from.unwrap_or_default(),
+        ));
+    }
     if request.blob_versioned_hashes.is_none() && request.sidecar.is_none() {
         request.max_fee_per_blob_gas = None;
     }
@@ -136,6 +145,13 @@ pub fn prepare(
         gas_defaulted,
         bounds,
     })
+}
+
+/// geth's refusal (-32000) of a transaction type the block's fork does not have.
+fn type_not_supported(kind: &str, sender: alloy::primitives::Address) -> RpcError {
+    RpcError::Server(format!(
+        "transaction type not supported: {kind} (sender {sender})"
+    ))
 }
 
 /// Gas limits up to this run without the deadline guard. An inspector slows the interpreter
@@ -342,6 +358,10 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
         bounds,
         ..
     } = prepared;
+    // geth runs the call as an access-list transaction, which does not exist before Berlin.
+    if !env.cfg_env.spec.is_enabled_in(SpecId::BERLIN) {
+        return Err(type_not_supported("access list tx", tx.caller));
+    }
     let mut list: AccessList = tx.access_list.clone();
     for _ in 0..ACCESS_LIST_ROUNDS {
         tx.access_list = list.clone();
@@ -354,6 +374,11 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
         list = next;
     }
     tx.access_list = list.clone();
+    // The gas is reported for the transaction carrying the list; revm charges and warms an
+    // access list only for typed transactions, so a legacy request is run as an EIP-2930 one.
+    if tx.tx_type == TransactionType::Legacy as u8 {
+        tx.tx_type = TransactionType::Eip2930 as u8;
+    }
     let result = run(&mut db, &env, tx, &bounds)?;
     let gas_used = U256::from(result.tx_gas_used());
     let error = match &result {
