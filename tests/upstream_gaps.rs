@@ -161,3 +161,29 @@ fn access_list_gas_is_the_same_for_legacy_and_typed_requests() {
     assert_eq!(keys, 2, "the call reads two slots: {legacy}");
     assert_eq!(legacy["result"], typed["result"], "{legacy} / {typed}");
 }
+
+/// eth_getHeaderByNumber / eth_getHeaderByHash answer the block's header: the block object
+/// without its body (size, transactions, uncles, withdrawals), null when unknown (upstream
+/// eth_getHeaderByNumber/*.io, eth_getHeaderByHash/*.io).
+#[test]
+fn headers_are_blocks_without_their_bodies() {
+    let node = Node::execution_apis(&[]);
+    for block in ["0x0", "0x1b", "0x2a", "latest", "finalized"] {
+        let mut want = node.call("eth_getBlockByNumber", json!([block, false]))["result"].clone();
+        let fields = want.as_object_mut().expect("a block");
+        for body in ["size", "transactions", "uncles", "withdrawals"] {
+            fields.remove(body);
+        }
+        let by_number = node.call("eth_getHeaderByNumber", json!([block]));
+        assert_eq!(by_number["result"], want, "{block}");
+        let by_hash = node.call("eth_getHeaderByHash", json!([want["hash"]]));
+        assert_eq!(by_hash["result"], want, "{block} by hash");
+    }
+    let r = node.call("eth_getHeaderByNumber", json!(["0x3e8"]));
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 1, "result": null}));
+    let r = node.call(
+        "eth_getHeaderByHash",
+        json!([format!("0x{}", "00".repeat(32))]),
+    );
+    assert_eq!(r["result"], serde_json::Value::Null, "{r}");
+}

@@ -51,6 +51,10 @@ pub trait EthApi {
     ) -> JsonRpcResult<Option<Block>>;
     #[method(name = "eth_getBlockByHash")]
     fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>>;
+    #[method(name = "eth_getHeaderByNumber")]
+    fn header_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<RpcHeader>>;
+    #[method(name = "eth_getHeaderByHash")]
+    fn header_by_hash(&self, hash: B256) -> JsonRpcResult<Option<RpcHeader>>;
     #[method(name = "eth_getBlockTransactionCountByNumber")]
     fn tx_count_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<U64>>;
     #[method(name = "eth_getBlockTransactionCountByHash")]
@@ -350,6 +354,25 @@ impl EthApiServer for Eth {
         Ok(self
             .block_at(number)?
             .map(|b| self.rpc_block(&b, full.unwrap_or(false))))
+    }
+
+    // geth's header answer is the block's without the body: no size, transactions or uncles.
+    fn header_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<RpcHeader>> {
+        let Some(number) = self.resolve(&block)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .ctx
+            .chain
+            .header(number)?
+            .map(|h| RpcHeader::from_consensus((*h).clone(), None, None)))
+    }
+
+    fn header_by_hash(&self, hash: B256) -> JsonRpcResult<Option<RpcHeader>> {
+        let Some(number) = self.ctx.chain.block_number(&hash)? else {
+            return Ok(None);
+        };
+        self.header_by_number(BlockParam::Number(number))
     }
 
     fn tx_count_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<U64>> {
