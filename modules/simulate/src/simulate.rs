@@ -909,7 +909,6 @@ fn call_result(
     }
 }
 
-/// Maps a transaction the EVM refused to the codes of the execution-apis spec.
 /// revm refuses a call whose upfront cost (gas times fee cap, plus value and blob fees) does
 /// not fit its integer types; geth computes the cost in 256 bits and reports what the sender
 /// lacks, an insufficient-funds error (-38014), like any other call the balance cannot pay.
@@ -923,7 +922,9 @@ fn payment_overflow_error(call: &PreparedCall, balance: U256) -> RpcError {
         .zip(blob_fee)
         .and_then(|(cost, blob_fee)| cost.checked_add(blob_fee));
     let detail = match want {
-        Some(want) => format!("have {balance} want {want}"),
+        Some(want) if balance < want => format!("have {balance} want {want}"),
+        // The balance would cover it, but revm prices gas in 128 bits; geth would run the call.
+        Some(want) => format!("gas * price of {want} exceeds the 128 bits the EVM prices gas in"),
         None => "required balance exceeds 256 bits".to_string(),
     };
     RpcError::simulate(
@@ -935,6 +936,7 @@ fn payment_overflow_error(call: &PreparedCall, balance: U256) -> RpcError {
     )
 }
 
+/// Maps a transaction the EVM refused to the codes of the execution-apis spec.
 fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) -> RpcError {
     let from = call.from;
     let gas = call.gas;
