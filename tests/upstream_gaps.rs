@@ -187,3 +187,26 @@ fn headers_are_blocks_without_their_bodies() {
     );
     assert_eq!(r["result"], serde_json::Value::Null, "{r}");
 }
+
+/// eth_getRawTransactionByHash answers a transaction's EIP-2718 bytes, the same as
+/// debug_getRawTransaction, and null for an unknown hash (upstream
+/// eth_getRawTransactionByHash/*.io).
+#[test]
+fn raw_transaction_by_hash_is_the_transactions_bytes() {
+    let node = Node::execution_apis(&[]);
+    let block = node.call("eth_getBlockByNumber", json!(["0x2", false]));
+    let hash = block["result"]["transactions"][0].clone();
+    assert!(hash.is_string(), "block 2 has transactions: {block}");
+    let raw = node.call("eth_getRawTransactionByHash", json!([hash]));
+    let debug = node.call("debug_getRawTransaction", json!([hash]));
+    assert!(raw["result"].as_str().is_some_and(|r| r.len() > 2), "{raw}");
+    assert_eq!(raw["result"], debug["result"]);
+    for unknown in [
+        format!("0x{}", "00".repeat(32)),
+        format!("0x{}deadbeef", "00".repeat(28)),
+    ] {
+        let r = node.call("eth_getRawTransactionByHash", json!([unknown]));
+        assert_eq!(r["result"], serde_json::Value::Null, "{r}");
+        assert!(r.get("error").is_none(), "{r}");
+    }
+}

@@ -61,6 +61,8 @@ pub trait EthApi {
     fn tx_count_by_hash(&self, hash: B256) -> JsonRpcResult<Option<U64>>;
     #[method(name = "eth_getTransactionByHash")]
     fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>>;
+    #[method(name = "eth_getRawTransactionByHash")]
+    fn raw_transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Bytes>>;
     #[method(name = "eth_getTransactionByBlockHashAndIndex")]
     fn transaction_by_block_hash_and_index(
         &self,
@@ -387,6 +389,23 @@ impl EthApiServer for Eth {
         Ok(self
             .block_at(number)?
             .map(|b| U64::from(b.body.transactions.len())))
+    }
+
+    // The EIP-2718 bytes of a mined or pooled transaction, as geth answers (null if unknown).
+    fn raw_transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Bytes>> {
+        use alloy::eips::eip2718::Encodable2718;
+        if let Some(loc) = self.ctx.chain.transaction_location(&hash)? {
+            if let Some(block) = self.ctx.chain.block(loc.block_number)? {
+                if let Some(tx) = block.body.transactions.get(loc.index as usize) {
+                    return Ok(Some(tx.encoded_2718().into()));
+                }
+            }
+        }
+        Ok(self
+            .ctx
+            .pool
+            .get(&hash)
+            .map(|tx| tx.inner().encoded_2718().into()))
     }
 
     fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>> {
