@@ -1,5 +1,5 @@
-//! The `txpool` namespace as geth serves it: `txpool_content`, `txpool_contentFrom` and
-//! `txpool_status`, read from the node's transaction pool.
+//! The `txpool` namespace as geth serves it: `txpool_content`, `txpool_contentFrom`,
+//! `txpool_inspect` and `txpool_status`, read from the node's transaction pool.
 //!
 //! The pool keeps every accepted transaction per sender and nonce without splitting them, so
 //! the split is made here as geth makes it: against the sender's nonce in the latest state, the
@@ -49,6 +49,13 @@ pub struct Content {
 pub struct ContentFrom {
     pub pending: ByNonce,
     pub queued: ByNonce,
+}
+
+/// `txpool_inspect`: sender (checksummed) to nonce (decimal string) to a summary line.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Inspect {
+    pub pending: BTreeMap<String, BTreeMap<String, String>>,
+    pub queued: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// `txpool_status`.
@@ -111,6 +118,10 @@ pub trait TxPoolApi {
     #[method(name = "contentFrom")]
     fn content_from(&self, address: Option<Value>) -> Result<ContentFrom, RpcError>;
 
+    /// Every pooled transaction as geth's one-line summary, by sender and nonce.
+    #[method(name = "inspect")]
+    fn inspect(&self) -> Result<Inspect, RpcError>;
+
     /// How many transactions are pending and queued.
     #[method(name = "status")]
     fn status(&self) -> Result<Status, RpcError>;
@@ -172,6 +183,26 @@ fn rpc_txs(txs: Vec<Recovered<TxEnvelope>>) -> ByNonce {
         .collect()
 }
 
+/// geth's summary of a pooled transaction: "TO: VALUE wei + GAS gas × PRICE wei", with
+/// "contract creation" for TO when it creates and the fee cap as PRICE for fee-market ones.
+fn summaries(txs: Vec<Recovered<TxEnvelope>>) -> BTreeMap<String, String> {
+    txs.into_iter()
+        .map(|tx| {
+            let tx = tx.inner();
+            let to = tx
+                .to()
+                .map_or_else(|| "contract creation".to_owned(), |to| to.to_checksum(None));
+            let line = format!(
+                "{to}: {} wei + {} gas × {} wei",
+                tx.value(),
+                tx.gas_limit(),
+                tx.max_fee_per_gas()
+            );
+            (tx.nonce().to_string(), line)
+        })
+        .collect()
+}
+
 /// geth's `common.Address` parameter: 0x-prefixed, 20 bytes.
 fn parse_address(value: Option<Value>) -> RpcResult<Address> {
     let invalid = |msg: &str| RpcError::invalid_params(format!("invalid argument 0: {msg}"));
@@ -224,6 +255,21 @@ impl TxPoolApiServer for TxPoolRpc {
             pending: rpc_txs(pending),
             queued: rpc_txs(queued),
         })
+    }
+
+    fn inspect(&self) -> Result<Inspect, RpcError> {
+        let (split, _) = self.snapshot(None)?;
+        let mut inspect = Inspect::default();
+        for (sender, Split { pending, queued }) in split {
+            let key = sender.to_checksum(None);
+            if !pending.is_empty() {
+                inspect.pending.insert(key.clone(), summaries(pending));
+            }
+            if !queued.is_empty() {
+                inspect.queued.insert(key, summaries(queued));
+            }
+        }
+        Ok(inspect)
     }
 
     fn status(&self) -> Result<Status, RpcError> {
@@ -296,6 +342,50 @@ mod tests {
         assert_eq!(nonces(&split[&b].queued), vec![3]);
         assert_eq!(nonces(&split[&c].pending), vec![1], "nonce 0 is stale");
         assert!(split[&c].queued.is_empty());
+    }
+
+    #[test]
+    fn inspect_lines_are_geths() {
+        let a = Address::repeat_byte(0xab);
+        let to = Address::repeat_byte(0xaa);
+        let call = TxLegacy {
+            nonce: 0,
+            gas_price: 91_635_045,
+            gas_limit: 25_000,
+            to: alloy::primitives::TxKind::Call(to),
+            value: alloy::primitives::U256::from(10),
+            ..Default::default()
+        };
+        let creation = alloy::consensus::TxEip1559 {
+            nonce: 1,
+            max_fee_per_gas: 91_635_544,
+            max_priority_fee_per_gas: 1,
+            gas_limit: 60_000,
+            value: alloy::primitives::U256::from(42),
+            ..Default::default()
+        };
+        let txs = vec![
+            Recovered::new_unchecked(
+                TxEnvelope::Legacy(call.into_signed(Signature::test_signature())),
+                a,
+            ),
+            Recovered::new_unchecked(
+                TxEnvelope::Eip1559(creation.into_signed(Signature::test_signature())),
+                a,
+            ),
+        ];
+        let lines = summaries(txs);
+        assert_eq!(
+            lines["0"],
+            format!(
+                "{}: 10 wei + 25000 gas × 91635045 wei",
+                to.to_checksum(None)
+            )
+        );
+        assert_eq!(
+            lines["1"],
+            "contract creation: 42 wei + 60000 gas × 91635544 wei"
+        );
     }
 
     #[test]
