@@ -37,6 +37,28 @@ pub struct ModuleContext {
     pub limits: Arc<RpcLimits>,
 }
 
+impl ModuleContext {
+    /// The EIP-2718 bytes of a transaction by hash: mined (canonical chain) first, then the
+    /// pool; `None` when neither knows it.
+    pub fn raw_transaction(
+        &self,
+        hash: &alloy::primitives::B256,
+    ) -> RpcResult<Option<alloy::primitives::Bytes>> {
+        use alloy::eips::eip2718::Encodable2718;
+        if let Some(loc) = self.chain.transaction_location(hash)? {
+            if let Some(block) = self.chain.block(loc.block_number)? {
+                if let Some(tx) = block.body.transactions.get(loc.index as usize) {
+                    return Ok(Some(tx.encoded_2718().into()));
+                }
+            }
+        }
+        Ok(self
+            .pool
+            .get(hash)
+            .map(|tx| tx.inner().encoded_2718().into()))
+    }
+}
+
 impl std::fmt::Debug for ModuleContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModuleContext")

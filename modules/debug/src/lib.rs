@@ -201,7 +201,7 @@ impl DebugApiServer for Debug {
 
     fn get_raw_transaction(&self, hash: Option<Value>) -> Result<Option<Bytes>, RpcError> {
         let hash = params::hash(&params::required(hash, "transaction hash")?)?;
-        raw::raw_transaction(&self.ctx, &hash)
+        self.ctx.raw_transaction(&hash)
     }
 
     async fn trace_transaction(

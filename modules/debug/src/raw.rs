@@ -88,17 +88,3 @@ pub(crate) fn raw_receipts(
             .collect(),
     ))
 }
-
-pub(crate) fn raw_transaction(ctx: &ModuleContext, hash: &B256) -> RpcResult<Option<Bytes>> {
-    if let Some(loc) = ctx.chain.transaction_location(hash)? {
-        if let Some(block) = ctx.chain.block(loc.block_number)? {
-            if let Some(tx) = block.body.transactions.get(loc.index as usize) {
-                return Ok(Some(tx.encoded_2718().into()));
-            }
-        }
-    }
-    Ok(ctx
-        .pool
-        .get(hash)
-        .map(|tx| tx.inner().encoded_2718().into()))
-}

@@ -391,21 +391,9 @@ impl EthApiServer for Eth {
             .map(|b| U64::from(b.body.transactions.len())))
     }
 
-    // The EIP-2718 bytes of a mined or pooled transaction, as geth answers (null if unknown).
+    // As geth answers: null if unknown.
     fn raw_transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Bytes>> {
-        use alloy::eips::eip2718::Encodable2718;
-        if let Some(loc) = self.ctx.chain.transaction_location(&hash)? {
-            if let Some(block) = self.ctx.chain.block(loc.block_number)? {
-                if let Some(tx) = block.body.transactions.get(loc.index as usize) {
-                    return Ok(Some(tx.encoded_2718().into()));
-                }
-            }
-        }
-        Ok(self
-            .ctx
-            .pool
-            .get(&hash)
-            .map(|tx| tx.inner().encoded_2718().into()))
+        Ok(self.ctx.raw_transaction(&hash)?)
     }
 
     fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>> {
