@@ -37,12 +37,39 @@ pub struct PoolTransaction {
 /// Transactions of one sender by nonce (decimal string, as geth keys them).
 pub type ByNonce = BTreeMap<String, PoolTransaction>;
 
-/// `txpool_content`.
+/// The pool per sender (checksummed), pending and queued apart; `T` is what each sender's
+/// transactions are shown as.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Content {
-    pub pending: BTreeMap<String, ByNonce>,
-    pub queued: BTreeMap<String, ByNonce>,
+pub struct BySender<T> {
+    pub pending: BTreeMap<String, T>,
+    pub queued: BTreeMap<String, T>,
 }
+
+impl<T> BySender<T> {
+    /// Shows each sender's non-empty pending and queued lists with `show`.
+    fn from_split(
+        split: BTreeMap<Address, Split>,
+        show: impl Fn(Vec<Recovered<TxEnvelope>>) -> T,
+    ) -> Self {
+        let mut out = Self {
+            pending: BTreeMap::new(),
+            queued: BTreeMap::new(),
+        };
+        for (sender, Split { pending, queued }) in split {
+            let key = sender.to_checksum(None);
+            if !pending.is_empty() {
+                out.pending.insert(key.clone(), show(pending));
+            }
+            if !queued.is_empty() {
+                out.queued.insert(key, show(queued));
+            }
+        }
+        out
+    }
+}
+
+/// `txpool_content`.
+pub type Content = BySender<ByNonce>;
 
 /// `txpool_contentFrom`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -51,12 +78,8 @@ pub struct ContentFrom {
     pub queued: ByNonce,
 }
 
-/// `txpool_inspect`: sender (checksummed) to nonce (decimal string) to a summary line.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Inspect {
-    pub pending: BTreeMap<String, BTreeMap<String, String>>,
-    pub queued: BTreeMap<String, BTreeMap<String, String>>,
-}
+/// `txpool_inspect`: nonce (decimal string) to a summary line, per sender.
+pub type Inspect = BySender<BTreeMap<String, String>>;
 
 /// `txpool_status`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -234,17 +257,7 @@ fn parse_address(value: Option<Value>) -> RpcResult<Address> {
 impl TxPoolApiServer for TxPoolRpc {
     fn content(&self) -> Result<Content, RpcError> {
         let (split, _) = self.snapshot(None)?;
-        let mut content = Content::default();
-        for (sender, Split { pending, queued }) in split {
-            let key = sender.to_checksum(None);
-            if !pending.is_empty() {
-                content.pending.insert(key.clone(), rpc_txs(pending));
-            }
-            if !queued.is_empty() {
-                content.queued.insert(key, rpc_txs(queued));
-            }
-        }
-        Ok(content)
+        Ok(BySender::from_split(split, rpc_txs))
     }
 
     fn content_from(&self, address: Option<Value>) -> Result<ContentFrom, RpcError> {
@@ -259,17 +272,7 @@ impl TxPoolApiServer for TxPoolRpc {
 
     fn inspect(&self) -> Result<Inspect, RpcError> {
         let (split, _) = self.snapshot(None)?;
-        let mut inspect = Inspect::default();
-        for (sender, Split { pending, queued }) in split {
-            let key = sender.to_checksum(None);
-            if !pending.is_empty() {
-                inspect.pending.insert(key.clone(), summaries(pending));
-            }
-            if !queued.is_empty() {
-                inspect.queued.insert(key, summaries(queued));
-            }
-        }
-        Ok(inspect)
+        Ok(BySender::from_split(split, summaries))
     }
 
     fn status(&self) -> Result<Status, RpcError> {
