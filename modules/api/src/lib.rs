@@ -37,25 +37,47 @@ pub struct ModuleContext {
     pub limits: Arc<RpcLimits>,
 }
 
+/// A transaction the node knows by hash: in a canonical block, or waiting in the pool.
+// Only ever returned from one lookup and consumed at once, never stored: no need to box.
+#[allow(clippy::large_enum_variant)]
+pub enum KnownTransaction {
+    Mined {
+        block: Arc<StoredBlock>,
+        /// Its position in `block`'s body (checked to be there).
+        index: usize,
+    },
+    Pooled(alloy::consensus::transaction::Recovered<alloy::consensus::TxEnvelope>),
+}
+
 impl ModuleContext {
-    /// The EIP-2718 bytes of a transaction by hash: mined (canonical chain) first, then the
-    /// pool; `None` when neither knows it.
+    /// Looks a transaction up by hash: the canonical chain first, then the pool.
+    pub fn find_transaction(
+        &self,
+        hash: &alloy::primitives::B256,
+    ) -> RpcResult<Option<KnownTransaction>> {
+        if let Some(loc) = self.chain.transaction_location(hash)? {
+            if let Some(block) = self.chain.block(loc.block_number)? {
+                let index = loc.index as usize;
+                if index < block.body.transactions.len() {
+                    return Ok(Some(KnownTransaction::Mined { block, index }));
+                }
+            }
+        }
+        Ok(self.pool.get(hash).map(KnownTransaction::Pooled))
+    }
+
+    /// The EIP-2718 bytes of a transaction by hash (see [`Self::find_transaction`]).
     pub fn raw_transaction(
         &self,
         hash: &alloy::primitives::B256,
     ) -> RpcResult<Option<alloy::primitives::Bytes>> {
         use alloy::eips::eip2718::Encodable2718;
-        if let Some(loc) = self.chain.transaction_location(hash)? {
-            if let Some(block) = self.chain.block(loc.block_number)? {
-                if let Some(tx) = block.body.transactions.get(loc.index as usize) {
-                    return Ok(Some(tx.encoded_2718().into()));
-                }
+        Ok(self.find_transaction(hash)?.map(|known| match known {
+            KnownTransaction::Mined { block, index } => {
+                block.body.transactions[index].encoded_2718().into()
             }
-        }
-        Ok(self
-            .pool
-            .get(hash)
-            .map(|tx| tx.inner().encoded_2718().into()))
+            KnownTransaction::Pooled(tx) => tx.inner().encoded_2718().into(),
+        }))
     }
 }
 

@@ -25,7 +25,7 @@ use alloy::{
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
 use revm::DatabaseRef;
 use serde_json::Value;
-use simnode_api::{BlockParam, ModuleContext, RpcError, RpcResult, StoredBlock};
+use simnode_api::{BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock};
 
 /// What `web3_clientVersion` answers.
 pub const CLIENT_VERSION: &str = concat!("simnode/v", env!("CARGO_PKG_VERSION"));
@@ -397,18 +397,12 @@ impl EthApiServer for Eth {
     }
 
     fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>> {
-        if let Some(loc) = self.ctx.chain.transaction_location(&hash)? {
-            if let Some(block) = self.ctx.chain.block(loc.block_number)? {
-                if (loc.index as usize) < block.body.transactions.len() {
-                    return Ok(Some(rpc_tx(&block, loc.index as usize)));
-                }
+        Ok(self.ctx.find_transaction(&hash)?.map(|known| match known {
+            KnownTransaction::Mined { block, index } => rpc_tx(&block, index),
+            KnownTransaction::Pooled(tx) => {
+                Transaction::from_transaction(tx, TransactionInfo::default())
             }
-        }
-        Ok(self
-            .ctx
-            .pool
-            .get(&hash)
-            .map(|tx| Transaction::from_transaction(tx, TransactionInfo::default())))
+        }))
     }
 
     fn transaction_by_block_hash_and_index(
