@@ -210,3 +210,41 @@ fn raw_transaction_by_hash_is_the_transactions_bytes() {
         assert!(r.get("error").is_none(), "{r}");
     }
 }
+
+/// geth's tip oracle: no transaction on this chain tips 2 wei or more, so every sampled block counts as
+/// geth's default of 0.001 gwei (upstream eth_maxPriorityFeePerGas/get-current-tip.io); eth_gasPrice is
+/// that tip on top of the head's base fee.
+#[test]
+fn the_suggested_tip_falls_back_to_geths_default_when_blocks_tip_only_dust() {
+    let node = Node::execution_apis(&[]);
+    let r = node.call("eth_maxPriorityFeePerGas", json!([]));
+    assert_eq!(r["result"], "0xf4240", "{r}");
+    let head = node.call("eth_getBlockByNumber", json!(["latest", false]));
+    let base = u64::from_str_radix(
+        head["result"]["baseFeePerGas"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    let r = node.call("eth_gasPrice", json!([]));
+    assert_eq!(r["result"], format!("{:#x}", base + 1_000_000), "{r}");
+}
+
+/// EIP-7928 access lists start at Amsterdam: an existing block of this Osaka chain is refused with 4445
+/// (upstream eth_getBlockAccessList/get-access-list-pre-amsterdam.io), an unknown one is null.
+#[test]
+fn block_access_lists_do_not_exist_before_amsterdam() {
+    let node = Node::execution_apis(&[]);
+    let head = node.call("eth_getBlockByNumber", json!(["latest", false]));
+    let hash = head["result"]["hash"].clone();
+    for block in [hash, json!("latest"), json!("0x1"), json!("earliest")] {
+        let r = node.call("eth_getBlockAccessList", json!([block]));
+        assert_eq!(r["error"]["code"], 4445, "{block}: {r}");
+    }
+    for block in [json!(format!("0x{}", "00".repeat(32))), json!("0x1000")] {
+        let r = node.call("eth_getBlockAccessList", json!([block]));
+        assert_eq!(r["result"], serde_json::Value::Null, "{block}: {r}");
+    }
+}

@@ -84,6 +84,9 @@ pub enum RpcError {
     /// -380xx: eth_simulateV1's validation and limit errors.
     #[error("{message}")]
     Simulate { code: SimulateCode, message: String },
+    /// 4445: the block exists but predates what was asked of it (a block access list before Amsterdam).
+    #[error("{0}")]
+    PreForkBlock(String),
     /// -32603: something failed inside the node.
     #[error("internal error: {0}")]
     Internal(String),
@@ -118,6 +121,7 @@ impl RpcError {
             Self::Timeout(_) => -32016,
             Self::LimitExceeded(_) => -32005,
             Self::Simulate { code, .. } => code.code(),
+            Self::PreForkBlock(_) => 4445,
             Self::Internal(_) => -32603,
         }
     }

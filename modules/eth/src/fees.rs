@@ -2,6 +2,7 @@
 
 use alloy::{
     consensus::{Header, Transaction as _},
+    primitives::Address,
     rpc::types::FeeHistory,
 };
 use serde_json::Value;
@@ -9,10 +10,17 @@ use simnode_api::{BlockParam, ChainSpec, ModuleContext, RpcError, RpcResult};
 
 /// Most blocks one eth_feeHistory request covers (geth's limit).
 pub const MAX_FEE_HISTORY: u64 = 1024;
-/// Blocks the tip oracle samples.
-const ORACLE_BLOCKS: u64 = 20;
-/// The tip suggested when recent blocks paid none (1 wei, so that a tx is never free).
-const MIN_TIP: u128 = 1;
+/// The tip oracle follows geth's defaults, so that wallets see the suggestion they would get from geth on the
+/// same chain: 20 blocks, the 3 lowest tips of each, the 60th percentile.
+const ORACLE_BLOCKS: usize = 20;
+const ORACLE_SAMPLES_PER_BLOCK: usize = 3;
+const ORACLE_PERCENTILE: usize = 60;
+/// Tips below this are dust (often zero-tip system or miner transactions) and say nothing about the market.
+const ORACLE_IGNORE_UNDER: u128 = 2;
+/// What a block with no usable tip counts as: geth's default miner gas price, 0.001 gwei.
+const ORACLE_DEFAULT_TIP: u128 = 1_000_000;
+/// No suggestion above 500 gwei, however expensive the recent blocks were.
+const ORACLE_MAX_TIP: u128 = 500_000_000_000;
 
 /// Blob base fee for the block after `latest`, 0 before Cancun.
 pub fn blob_base_fee(spec: &ChainSpec, latest: &Header) -> u128 {
@@ -25,28 +33,63 @@ pub fn blob_base_fee(spec: &ChainSpec, latest: &Header) -> u128 {
     }
 }
 
-/// The 60th percentile of the tips paid in recent blocks (geth's oracle percentile).
+/// The tip to suggest on top of the base fee: the 60th percentile of the lowest tips recent blocks paid.
+///
+/// Each of the last 20 blocks gives its 3 lowest tips of at least 2 wei, leaving out the block producer's own
+/// transactions; a block with none counts as the default tip. While blocks give a single value, older blocks
+/// are sampled too, up to 40 in all, so a quiet chain is judged on enough data.
 pub fn suggested_tip(ctx: &ModuleContext) -> RpcResult<u128> {
-    let latest = ctx.chain.head().latest;
+    oracle_tip(ctx.chain.head().latest, |number| {
+        Ok(ctx
+            .chain
+            .block(number)?
+            .map(|block| lowest_tips(&block))
+            .unwrap_or_default())
+    })
+}
+
+/// The oracle over `sample(number)`, a block's lowest tips, for a chain whose head is `latest`.
+fn oracle_tip(latest: u64, mut sample: impl FnMut(u64) -> RpcResult<Vec<u128>>) -> RpcResult<u128> {
+    let first = latest.min(ORACLE_BLOCKS as u64);
+    // Blocks still to sample, newest first; genesis is never sampled.
+    let mut queue: std::collections::VecDeque<u64> = (0..first).map(|i| latest - i).collect();
+    let mut next_older = latest - first;
     let mut tips = Vec::new();
-    for number in latest.saturating_sub(ORACLE_BLOCKS - 1)..=latest {
-        let Some(block) = ctx.chain.block(number)? else {
-            continue;
-        };
-        let base = block.header.base_fee_per_gas;
-        tips.extend(
-            block
-                .body
-                .transactions
-                .iter()
-                .filter_map(|tx| tx.effective_tip_per_gas(base.unwrap_or(0))),
-        );
+    while let Some(number) = queue.pop_front() {
+        let mut sampled = sample(number)?;
+        if sampled.is_empty() {
+            sampled.push(ORACLE_DEFAULT_TIP);
+        }
+        if sampled.len() == 1 && tips.len() + 1 + queue.len() < 2 * ORACLE_BLOCKS && next_older > 0
+        {
+            queue.push_back(next_older);
+            next_older -= 1;
+        }
+        tips.extend(sampled);
     }
     if tips.is_empty() {
-        return Ok(MIN_TIP);
+        return Ok(ORACLE_DEFAULT_TIP);
     }
     tips.sort_unstable();
-    Ok(tips[(tips.len() - 1) * 60 / 100].max(MIN_TIP))
+    Ok(tips[(tips.len() - 1) * ORACLE_PERCENTILE / 100].min(ORACLE_MAX_TIP))
+}
+
+/// A block's lowest tips worth sampling, ascending.
+fn lowest_tips(block: &simnode_api::StoredBlock) -> Vec<u128> {
+    let base = block.header.base_fee_per_gas.unwrap_or(0);
+    let mut tips: Vec<(u128, Address)> = block
+        .body
+        .transactions
+        .iter()
+        .zip(&block.senders)
+        .filter_map(|(tx, sender)| Some((tx.effective_tip_per_gas(base)?, *sender)))
+        .collect();
+    tips.sort_unstable_by_key(|(tip, _)| *tip);
+    tips.into_iter()
+        .filter(|(tip, sender)| *tip >= ORACLE_IGNORE_UNDER && *sender != block.header.beneficiary)
+        .map(|(tip, _)| tip)
+        .take(ORACLE_SAMPLES_PER_BLOCK)
+        .collect()
 }
 
 fn parse_count(count: &Value) -> RpcResult<u64> {
@@ -186,4 +229,104 @@ fn block_rewards(
         out.push(sorted[idx].0);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod oracle_tests {
+    use super::*;
+
+    fn tip_with(latest: u64, per_block: impl Fn(u64) -> Vec<u128>) -> (u128, Vec<u64>) {
+        let mut asked = Vec::new();
+        let tip = oracle_tip(latest, |n| {
+            asked.push(n);
+            Ok(per_block(n))
+        })
+        .unwrap();
+        (tip, asked)
+    }
+
+    #[test]
+    fn a_chain_without_usable_tips_gets_the_default() {
+        let (tip, asked) = tip_with(54, |_| vec![]);
+        assert_eq!(tip, ORACLE_DEFAULT_TIP);
+        // Single-value blocks pull in older ones, up to twice the window.
+        assert_eq!(asked, (15..=54).rev().collect::<Vec<_>>());
+        assert_eq!(asked.first(), Some(&54));
+        assert_eq!(tip_with(0, |_| vec![7]).0, ORACLE_DEFAULT_TIP);
+    }
+
+    #[test]
+    fn three_tips_a_block_stay_in_the_window_and_give_the_60th_percentile() {
+        let (tip, asked) = tip_with(100, |n| vec![n as u128, n as u128 + 1, n as u128 + 2]);
+        assert_eq!(asked, (81..=100).rev().collect::<Vec<_>>());
+        // 60 samples 81..=102; index 59 * 60 / 100 = 35 of the sorted list.
+        let mut all: Vec<u128> = (81..=100u128).flat_map(|n| [n, n + 1, n + 2]).collect();
+        all.sort_unstable();
+        assert_eq!(tip, all[35]);
+    }
+
+    fn block_of(beneficiary: Address, txs: &[(Address, u128)]) -> simnode_api::StoredBlock {
+        use alloy::{
+            consensus::{Signed, TxEip1559, TxEnvelope},
+            primitives::{Signature, B256},
+        };
+        let transactions = txs
+            .iter()
+            .enumerate()
+            .map(|(i, (_, tip))| {
+                let tx = TxEip1559 {
+                    nonce: i as u64,
+                    max_fee_per_gas: 100 + tip,
+                    max_priority_fee_per_gas: *tip,
+                    ..Default::default()
+                };
+                TxEnvelope::Eip1559(Signed::new_unchecked(
+                    tx,
+                    Signature::test_signature(),
+                    B256::with_last_byte(i as u8),
+                ))
+            })
+            .collect();
+        let header = Header {
+            beneficiary,
+            base_fee_per_gas: Some(100),
+            ..Default::default()
+        };
+        simnode_api::StoredBlock {
+            header: alloy::primitives::Sealed::new_unchecked(header, Default::default()),
+            body: alloy::consensus::BlockBody {
+                transactions,
+                ommers: vec![],
+                withdrawals: None,
+            },
+            senders: txs.iter().map(|(sender, _)| *sender).collect(),
+        }
+    }
+
+    #[test]
+    fn a_block_gives_its_three_lowest_tips_from_others_than_its_producer() {
+        let producer = Address::with_last_byte(1);
+        let user = Address::with_last_byte(2);
+        let block = block_of(
+            producer,
+            &[
+                (user, 9),
+                (producer, 3),
+                (user, 1),
+                (user, 5),
+                (user, 4),
+                (user, 0),
+                (user, 7),
+            ],
+        );
+        assert_eq!(lowest_tips(&block), vec![4, 5, 7]);
+        assert!(lowest_tips(&block_of(producer, &[(producer, 50), (user, 1)])).is_empty());
+    }
+
+    #[test]
+    fn a_short_chain_samples_every_block_but_genesis_and_caps_the_tip() {
+        let (tip, asked) = tip_with(3, |_| vec![10_000_000_000_000, 10_000_000_000_000]);
+        assert_eq!(asked, vec![3, 2, 1]);
+        assert_eq!(tip, ORACLE_MAX_TIP);
+    }
 }

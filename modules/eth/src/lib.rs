@@ -55,6 +55,9 @@ pub trait EthApi {
     fn header_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<RpcHeader>>;
     #[method(name = "eth_getHeaderByHash")]
     fn header_by_hash(&self, hash: B256) -> JsonRpcResult<Option<RpcHeader>>;
+    /// EIP-7928 block access lists exist from Amsterdam on; the answer is null for an unknown block.
+    #[method(name = "eth_getBlockAccessList")]
+    fn block_access_list(&self, block: BlockParam) -> JsonRpcResult<Option<Value>>;
     #[method(name = "eth_getBlockTransactionCountByNumber")]
     fn tx_count_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<U64>>;
     #[method(name = "eth_getBlockTransactionCountByHash")]
@@ -375,6 +378,29 @@ impl EthApiServer for Eth {
             return Ok(None);
         };
         self.header_by_number(BlockParam::Number(number))
+    }
+
+    fn block_access_list(&self, block: BlockParam) -> JsonRpcResult<Option<Value>> {
+        let Some(number) = self.resolve(&block)? else {
+            return Ok(None);
+        };
+        let Some(header) = self.ctx.chain.header(number)? else {
+            return Ok(None);
+        };
+        if alloy_hardforks::EthereumHardforks::is_amsterdam_active_at_timestamp(
+            &*self.ctx.spec,
+            header.timestamp,
+        ) {
+            // Amsterdam blocks are not executed by this node, so none is stored to answer from.
+            return Err(RpcError::Server(format!(
+                "block {number} is an Amsterdam block; simnode does not record block access lists"
+            ))
+            .into());
+        }
+        Err(RpcError::PreForkBlock(
+            "block access list not available for pre-Amsterdam blocks".into(),
+        )
+        .into())
     }
 
     fn tx_count_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<U64>> {
