@@ -123,7 +123,11 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let config = RpcConfig::from_args(&args.rpc, Some(&dir), &spec.name, args.metrics);
+    let mut config = RpcConfig::from_args(&args.rpc, Some(&dir), &spec.name, args.metrics);
+    let mut tables = rpc::modules::MODULE_METHOD_PARAMS.to_vec();
+    tables.push(crate::sync::testing::METHOD_PARAMS);
+    config.max_params = rpc::max_params::MaxParams::from_tables(&tables)?;
+    config.max_params.verify_covers(&methods)?;
     let server = rpc::start(config, methods).await?;
     rpc::metrics::set_head_block(store.head().latest);
 

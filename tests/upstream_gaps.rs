@@ -248,3 +248,42 @@ fn block_access_lists_do_not_exist_before_amsterdam() {
         assert_eq!(r["result"], serde_json::Value::Null, "{block}: {r}");
     }
 }
+
+/// A params array longer than a method takes is refused as geth does (-32602 "too many arguments, want at
+/// most N") instead of the extra argument being silently dropped: every served method, from its module's
+/// table, in a batch too. Exactly N arguments pass the check (whatever the method then makes of nulls).
+#[test]
+fn extra_positional_params_are_refused_by_every_method() {
+    let node = Node::execution_apis(&[]);
+    let mut tables = simnode::rpc::modules::MODULE_METHOD_PARAMS.to_vec();
+    tables.push(simnode::sync::testing::METHOD_PARAMS);
+    for (method, max) in tables.iter().flat_map(|t| t.iter()) {
+        let too_many = vec![serde_json::Value::Null; max + 1];
+        let r = node.call(method, json!(too_many));
+        assert_eq!(
+            r["error"],
+            json!({"code": -32602, "message": format!("too many arguments, want at most {max}")}),
+            "{method}: {r}"
+        );
+        let enough = vec![serde_json::Value::Null; *max];
+        let r = node.call(method, json!(enough));
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(!message.contains("too many arguments"), "{method}: {r}");
+    }
+    // The old behaviour this replaces: block overrides to a method that had none were dropped.
+    let r = node.call(
+        "eth_getBalance",
+        json!(["0x0c2c51a0990aee1d73c1228de158688341557508", "latest", {"number": "0x1"}]),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let (_, text) = node.rpc_raw(
+        &json!([
+            {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": [1]},
+            {"jsonrpc": "2.0", "id": 2, "method": "eth_blockNumber", "params": []},
+        ])
+        .to_string(),
+    );
+    let batch: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(batch[0]["error"]["code"], -32602, "{batch}");
+    assert!(batch[1]["result"].is_string(), "{batch}");
+}

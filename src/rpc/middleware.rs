@@ -20,6 +20,7 @@ use super::{
     backend::KeyBackend,
     error::FrontDoorError,
     http_layer::{AuthedKey, LimitedMarker, NoAnswer, Transport},
+    max_params::MaxParams,
     metrics, param_errors,
     policy::MethodPolicy,
     workers,
@@ -29,6 +30,7 @@ use super::{
 struct Shared {
     keys: KeyBackend,
     policy: MethodPolicy,
+    max_params: MaxParams,
     /// To label metrics with real method names only.
     methods: Methods,
     max_response_body_size: usize,
@@ -44,6 +46,7 @@ impl FrontDoorRpcLayer {
     pub fn new(
         keys: KeyBackend,
         policy: MethodPolicy,
+        max_params: MaxParams,
         methods: Methods,
         max_response_body_size: u32,
     ) -> Self {
@@ -51,6 +54,7 @@ impl FrontDoorRpcLayer {
             shared: Arc::new(Shared {
                 keys,
                 policy,
+                max_params,
                 methods,
                 max_response_body_size: max_response_body_size as usize,
             }),
@@ -162,7 +166,10 @@ where
         let id = request.id.clone();
         let mut response = match shared.policy.check(&method) {
             Err(err) => MethodResponse::error(request.id().into_owned(), err.to_error_object()),
-            Ok(()) => inner.call(request).await,
+            Ok(()) => match shared.max_params.check(&method, params.as_deref()) {
+                Err(err) => MethodResponse::error(request.id().into_owned(), err),
+                Ok(()) => inner.call(request).await,
+            },
         };
         if response.as_error_code() == Some(INVALID_PARAMS_CODE) {
             if let Some(named) =

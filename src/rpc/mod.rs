@@ -5,7 +5,7 @@
 //! - [`http_layer`]: path routing, API-key authentication, content type and body size checks,
 //!   the 429 status for rate-limited answers, the WebSocket connection limit;
 //! - [`middleware`]: per-key rate limit and daily quota per call / batch item / WS message, the
-//!   per-network method [`policy`], metrics and request logs;
+//!   per-network method [`policy`], the [`max_params`] check, metrics and request logs;
 //! - [`keys`]: the key file (`<datadir>/keys.redb`) and `simnode keys`;
 //! - [`redis_keys`]: the same (plus usage counters) in Redis, shared by replicas, chosen with
 //!   `--keys-backend redis`; [`backend`] is what the layers above talk to either way;
@@ -15,9 +15,11 @@
 //!
 //! Start-up, as the node does it:
 //! ```ignore
-//! let config = rpc::RpcConfig::from_args(&args.rpc, Some(&datadir), &spec.name, args.metrics);
+//! let mut config = rpc::RpcConfig::from_args(&args.rpc, Some(&datadir), &spec.name, args.metrics);
 //! if args.dev { if let Some(key) = rpc::keys::ensure_dev_key(&datadir)? { /* print URLs */ } }
-//! let methods = rpc::modules::all_modules(&ctx);
+//! let methods = rpc::modules::all_modules(&ctx)?;
+//! config.max_params = MaxParams::from_tables(rpc::modules::MODULE_METHOD_PARAMS)?;
+//! config.max_params.verify_covers(&methods)?;
 //! let server = rpc::start(config, methods).await?;
 //! rpc::shutdown_signal().await;
 //! server.stop();
@@ -30,6 +32,7 @@ pub mod http_layer;
 pub mod keys;
 pub mod limiter;
 pub mod logging;
+pub mod max_params;
 pub mod metrics;
 pub mod middleware;
 pub mod modules;
@@ -183,6 +186,9 @@ pub struct RpcConfig {
     pub spin: Duration,
     pub ws_ping_interval: Option<Duration>,
     pub policy: MethodPolicy,
+    /// How many positional params each method takes; more are refused. Empty checks nothing
+    /// (the node fills it from the modules' tables, see [`modules::all_modules`]).
+    pub max_params: max_params::MaxParams,
     /// Serve Prometheus metrics here (the node's `--metrics`).
     pub metrics: Option<SocketAddr>,
     /// How often the key file is re-read.
@@ -222,6 +228,7 @@ impl RpcConfig {
             ws_ping_interval: (args.ws_ping_interval > 0)
                 .then(|| Duration::from_secs(args.ws_ping_interval)),
             policy: MethodPolicy::for_network(network, &args.allow_methods, &args.deny_methods),
+            max_params: max_params::MaxParams::default(),
             metrics,
             key_refresh: Duration::from_secs(1),
             keys_backend: args.keys_backend,
@@ -352,6 +359,7 @@ pub async fn start(
     let rpc = RpcServiceBuilder::new().layer(middleware::FrontDoorRpcLayer::new(
         keys.clone(),
         config.policy.clone(),
+        config.max_params.clone(),
         methods.clone(),
         config.max_response_size,
     ));

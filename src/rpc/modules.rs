@@ -2,10 +2,21 @@
 
 use anyhow::Context as _;
 use jsonrpsee::Methods;
-use simnode_api::ModuleContext;
+use simnode_api::{MethodParams, ModuleContext};
 
-/// All methods simnode serves. Registering a module is one `merge` here; a name served twice is
-/// a start-up error rather than one module silently shadowing another.
+/// The param-count tables of the modules [`all_modules`] registers, in the same order.
+pub const MODULE_METHOD_PARAMS: &[MethodParams] = &[
+    simnode_eth::METHOD_PARAMS,
+    simnode_simulate::METHOD_PARAMS,
+    simnode_receipts::METHOD_PARAMS,
+    simnode_trace::METHOD_PARAMS,
+    simnode_debug::METHOD_PARAMS,
+    simnode_txpool::METHOD_PARAMS,
+];
+
+/// All methods simnode serves. Registering a module is one `merge` here and its table in
+/// [`MODULE_METHOD_PARAMS`]; a name served twice is a start-up error rather than one module
+/// silently shadowing another.
 pub fn all_modules(ctx: &ModuleContext) -> anyhow::Result<Methods> {
     let mut methods = Methods::new();
     methods

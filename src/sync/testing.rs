@@ -173,6 +173,9 @@ pub fn build_block(
     }))
 }
 
+/// The most positional params `testing_buildBlockV1` reads.
+pub const METHOD_PARAMS: simnode_api::MethodParams = &[("testing_buildBlockV1", 4)];
+
 /// `testing_buildBlockV1 [parentHash, payloadAttributes, transactions, extraData]`.
 pub fn rpc_module(store: Arc<Store>) -> anyhow::Result<RpcModule<Arc<Store>>> {
     let mut module = RpcModule::new(store);

@@ -28,6 +28,14 @@ pub use view::{ChainHead, ChainView, StoredBlock, TxLocation};
 
 use std::sync::Arc;
 
+/// (method, the most positional params it reads), one table per module next to its `rpc_module`.
+///
+/// jsonrpsee reads positional params one after the other and ignores any left over, so a client
+/// passing an argument a method does not take (block overrides to a method without them, say)
+/// would get an answer that silently left it out. The node refuses such calls with geth's -32602
+/// "too many arguments, want at most N"; it will not start if a served method has no entry.
+pub type MethodParams = &'static [(&'static str, usize)];
+
 /// Everything a module may use of the node. Cheap to clone.
 #[derive(Clone)]
 pub struct ModuleContext {

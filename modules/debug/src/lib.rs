@@ -277,6 +277,18 @@ impl DebugApiServer for Debug {
 }
 
 /// The methods of this module.
+/// The most positional params each method of this module reads; the node refuses more (see
+/// `simnode_api::MethodParams`).
+pub const METHOD_PARAMS: simnode_api::MethodParams = &[
+    ("debug_getRawHeader", 1),
+    ("debug_getRawBlock", 1),
+    ("debug_getRawReceipts", 1),
+    ("debug_getRawTransaction", 1),
+    ("debug_traceTransaction", 2),
+    ("debug_traceBlockByNumber", 2),
+    ("debug_traceBlockByHash", 2),
+];
+
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Debug::new(ctx).into_rpc().into()
 }

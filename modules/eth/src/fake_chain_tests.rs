@@ -251,6 +251,34 @@ async fn estimate_gas_transfer_and_revert() {
     )
     .await;
     assert_eq!(r["error"]["code"], 3);
+    // Block overrides (the fourth param, as in geth): a block gas limit below what the call
+    // needs bounds the search, and the estimate says so.
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "to": RETURNS_42}, "latest", null, {"gasLimit": "0x5208"}]),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gas required exceeds allowance (21000)"),
+        "{r}"
+    );
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "to": RETURNS_42}, "latest", null, {"gasLimit": "0x6000"}]),
+    )
+    .await;
+    let bounded =
+        u64::from_str_radix(r["result"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    assert!(
+        (21_018..21_018 + 21_018 * 15 / 1000).contains(&bounded),
+        "{r}"
+    );
 }
 
 #[tokio::test]

@@ -115,6 +115,7 @@ pub trait EthApi {
         request: TransactionRequest,
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
+        block_overrides: Option<Box<BlockOverrides>>,
     ) -> JsonRpcResult<U64>;
 
     #[method(name = "eth_createAccessList")]
@@ -596,14 +597,23 @@ impl EthApiServer for Eth {
         request: TransactionRequest,
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
+        block_overrides: Option<Box<BlockOverrides>>,
     ) -> JsonRpcResult<U64> {
         let number = self.state_block(block)?;
         let bounds = evm::Bounds::starting_now(&self.ctx.limits);
         Ok(self
             .run_blocking(move |ctx| {
-                let (header, prepared) =
-                    prepare_at(&ctx, number, request, state_overrides, None, bounds)?;
-                evm::estimate(prepared, header.gas_limit).map(U64::from)
+                let (_, prepared) = prepare_at(
+                    &ctx,
+                    number,
+                    request,
+                    state_overrides,
+                    block_overrides.map(|b| *b),
+                    bounds,
+                )?;
+                // The block's gas limit, or the one the overrides give it, bounds the search.
+                let block_gas_limit = prepared.env.block_env.gas_limit;
+                evm::estimate(prepared, block_gas_limit).map(U64::from)
             })
             .await?)
     }
@@ -707,6 +717,46 @@ impl EthApiServer for Eth {
 }
 
 /// The module the node registers.
+/// The most positional params each method of this module reads; the node refuses more (see
+/// `simnode_api::MethodParams`).
+pub const METHOD_PARAMS: simnode_api::MethodParams = &[
+    ("eth_chainId", 0),
+    ("net_version", 0),
+    ("web3_clientVersion", 0),
+    ("eth_blockNumber", 0),
+    ("eth_syncing", 0),
+    ("eth_getBlockByNumber", 2),
+    ("eth_getBlockByHash", 2),
+    ("eth_getHeaderByNumber", 1),
+    ("eth_getHeaderByHash", 1),
+    ("eth_getBlockAccessList", 1),
+    ("eth_getBlockTransactionCountByNumber", 1),
+    ("eth_getBlockTransactionCountByHash", 1),
+    ("eth_getTransactionByHash", 1),
+    ("eth_getRawTransactionByHash", 1),
+    ("eth_getTransactionByBlockHashAndIndex", 2),
+    ("eth_getTransactionByBlockNumberAndIndex", 2),
+    ("eth_getTransactionReceipt", 1),
+    ("eth_getBalance", 2),
+    ("eth_getCode", 2),
+    ("eth_getStorageAt", 3),
+    ("eth_getStorageValues", 2),
+    ("eth_getTransactionCount", 2),
+    ("eth_call", 4),
+    ("eth_estimateGas", 4),
+    ("eth_createAccessList", 3),
+    ("eth_gasPrice", 0),
+    ("eth_maxPriorityFeePerGas", 0),
+    ("eth_baseFee", 0),
+    ("eth_blobBaseFee", 0),
+    ("eth_feeHistory", 3),
+    ("eth_getLogs", 1),
+    ("eth_sendRawTransaction", 1),
+    ("eth_config", 0),
+    ("eth_capabilities", 0),
+    ("eth_getProof", 3),
+];
+
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Eth::new(ctx).into_rpc().into()
 }

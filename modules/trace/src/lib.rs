@@ -135,6 +135,10 @@ impl TraceApiServer for Trace {
 }
 
 /// The methods of this module, limits taken from the context.
+/// The most positional params each method of this module reads; the node refuses more (see
+/// `simnode_api::MethodParams`).
+pub const METHOD_PARAMS: simnode_api::MethodParams = &[("trace_callMany", 2)];
+
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     let limits = TraceLimits::from_rpc(&ctx.limits);
     rpc_module_with_limits(ctx, limits)

@@ -288,6 +288,15 @@ impl TxPoolApiServer for TxPoolRpc {
 }
 
 /// The methods of this module.
+/// The most positional params each method of this module reads; the node refuses more (see
+/// `simnode_api::MethodParams`).
+pub const METHOD_PARAMS: simnode_api::MethodParams = &[
+    ("txpool_content", 0),
+    ("txpool_contentFrom", 1),
+    ("txpool_inspect", 0),
+    ("txpool_status", 0),
+];
+
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     TxPoolRpc::new(ctx).into_rpc().into()
 }
