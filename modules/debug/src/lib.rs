@@ -276,7 +276,6 @@ impl DebugApiServer for Debug {
     }
 }
 
-/// The methods of this module.
 /// The most positional params each method of this module reads; the node refuses more (see
 /// `simnode_api::MethodParams`).
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[
@@ -288,6 +287,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("debug_traceBlockByNumber", 2),
     ("debug_traceBlockByHash", 2),
 ];
+
+/// The methods of this module.
 
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Debug::new(ctx).into_rpc().into()

@@ -716,7 +716,6 @@ impl EthApiServer for Eth {
     }
 }
 
-/// The module the node registers.
 /// The most positional params each method of this module reads; the node refuses more (see
 /// `simnode_api::MethodParams`).
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[
@@ -756,6 +755,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_capabilities", 0),
     ("eth_getProof", 3),
 ];
+
+/// The module the node registers.
 
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Eth::new(ctx).into_rpc().into()

@@ -252,10 +252,11 @@ impl ReceiptsApiServer for Receipts {
     }
 }
 
-/// The module the node registers.
 /// The most positional params each method of this module reads; the node refuses more (see
 /// `simnode_api::MethodParams`).
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[("eth_getBlockReceipts", 1)];
+
+/// The module the node registers.
 
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Receipts::new(ctx).into_rpc().into()

@@ -103,10 +103,11 @@ impl SimulateApiServer for Simulate {
     }
 }
 
-/// The module's methods, to be merged into the node's RPC server.
 /// The most positional params each method of this module reads; the node refuses more (see
 /// `simnode_api::MethodParams`).
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[("eth_simulateV1", 2)];
+
+/// The module's methods, to be merged into the node's RPC server.
 
 pub fn rpc_module(ctx: ModuleContext) -> Methods {
     Simulate::new(ctx).into_rpc().into()

@@ -134,10 +134,11 @@ impl TraceApiServer for Trace {
     }
 }
 
-/// The methods of this module, limits taken from the context.
 /// The most positional params each method of this module reads; the node refuses more (see
 /// `simnode_api::MethodParams`).
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[("trace_callMany", 2)];
+
+/// The methods of this module, limits taken from the context.
 
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     let limits = TraceLimits::from_rpc(&ctx.limits);

@@ -287,7 +287,6 @@ impl TxPoolApiServer for TxPoolRpc {
     }
 }
 
-/// The methods of this module.
 /// The most positional params each method of this module reads; the node refuses more (see
 /// `simnode_api::MethodParams`).
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[
@@ -296,6 +295,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("txpool_inspect", 0),
     ("txpool_status", 0),
 ];
+
+/// The methods of this module.
 
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     TxPoolRpc::new(ctx).into_rpc().into()
