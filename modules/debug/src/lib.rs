@@ -289,7 +289,6 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
 ];
 
 /// The methods of this module.
-
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Debug::new(ctx).into_rpc().into()
 }

@@ -757,7 +757,6 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
 ];
 
 /// The module the node registers.
-
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Eth::new(ctx).into_rpc().into()
 }

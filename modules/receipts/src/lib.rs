@@ -257,7 +257,6 @@ impl ReceiptsApiServer for Receipts {
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[("eth_getBlockReceipts", 1)];
 
 /// The module the node registers.
-
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Receipts::new(ctx).into_rpc().into()
 }

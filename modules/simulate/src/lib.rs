@@ -108,7 +108,6 @@ impl SimulateApiServer for Simulate {
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[("eth_simulateV1", 2)];
 
 /// The module's methods, to be merged into the node's RPC server.
-
 pub fn rpc_module(ctx: ModuleContext) -> Methods {
     Simulate::new(ctx).into_rpc().into()
 }

@@ -139,7 +139,6 @@ impl TraceApiServer for Trace {
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[("trace_callMany", 2)];
 
 /// The methods of this module, limits taken from the context.
-
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     let limits = TraceLimits::from_rpc(&ctx.limits);
     rpc_module_with_limits(ctx, limits)
