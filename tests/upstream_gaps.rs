@@ -287,3 +287,93 @@ fn extra_positional_params_are_refused_by_every_method() {
     assert_eq!(batch[0]["error"]["code"], -32602, "{batch}");
     assert!(batch[1]["result"].is_string(), "{batch}");
 }
+
+/// debug_executionWitness (upstream debug_executionWitness/*.io, recorded from geth on this chain): for
+/// every block, the witness holds the parent's state root node, the parent-state proof of each
+/// transaction's sender and recipient, the code of each called contract, and the parent header first;
+/// pending, genesis and unknown blocks are refused with -32000 as geth does.
+#[test]
+fn execution_witness_holds_what_re_executing_the_block_reads() {
+    use alloy::primitives::{keccak256, Bytes};
+    use std::collections::BTreeSet;
+
+    // Several calls per block: no per-key rate limit.
+    let node = Node::execution_apis(&["--rpc.rate-limit", "0"]);
+    for block in [
+        json!("pending"),
+        json!("0x0"),
+        json!("0xfffffffff"),
+        json!(format!("0x{}", "11".repeat(32))),
+    ] {
+        let r = node.call("debug_executionWitness", json!([block]));
+        assert_eq!(r["error"]["code"], -32000, "{block}: {r}");
+    }
+    let head = node.result("eth_blockNumber", json!([]));
+    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let bytes = |v: &serde_json::Value| -> Bytes { v.as_str().unwrap().parse().unwrap() };
+    let mut checked_accounts = 0;
+    for number in 1..=head {
+        let block = node.result(
+            "eth_getBlockByNumber",
+            json!([format!("{number:#x}"), true]),
+        );
+        let by_hash = node.result("debug_executionWitness", json!([block["hash"]]));
+        let witness = node.result("debug_executionWitness", json!([format!("{number:#x}")]));
+        assert_eq!(by_hash, witness, "block {number}");
+        let state: BTreeSet<Bytes> = witness["state"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(bytes)
+            .collect();
+        let codes: BTreeSet<Bytes> = witness["codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(bytes)
+            .collect();
+        let sorted: Vec<Bytes> = witness["state"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(bytes)
+            .collect();
+        assert!(
+            sorted.windows(2).all(|w| w[0] < w[1]),
+            "block {number}: state sorted, no repeats"
+        );
+
+        let parent = format!("{:#x}", number - 1);
+        let raw_parent = node.result("debug_getRawHeader", json!([parent]));
+        assert_eq!(witness["headers"][0], raw_parent, "block {number}");
+        let parent_block = node.result("eth_getBlockByNumber", json!([parent, false]));
+        let parent_root: alloy::primitives::B256 =
+            parent_block["stateRoot"].as_str().unwrap().parse().unwrap();
+        assert!(
+            state.iter().any(|n| keccak256(n) == parent_root),
+            "block {number}: the parent's state root node"
+        );
+        for tx in block["transactions"].as_array().unwrap() {
+            for who in [&tx["from"], &tx["to"]] {
+                if who.is_null() {
+                    continue;
+                }
+                let proof = node.result("eth_getProof", json!([who, [], parent]));
+                for node_rlp in proof["accountProof"].as_array().unwrap().iter().map(bytes) {
+                    if node_rlp.len() >= 32 {
+                        assert!(state.contains(&node_rlp), "block {number}: proof of {who}");
+                    }
+                }
+                checked_accounts += 1;
+                let code = bytes(&node.result("eth_getCode", json!([who, parent])));
+                if !code.is_empty() && who == &tx["to"] {
+                    assert!(codes.contains(&code), "block {number}: code of {who}");
+                }
+            }
+        }
+    }
+    assert!(
+        checked_accounts > 20,
+        "the chain's transactions were checked"
+    );
+}

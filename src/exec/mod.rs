@@ -5,6 +5,7 @@
 //! by the store inside the write transaction that stores the block.
 
 mod changes;
+pub mod witness;
 
 use std::borrow::Cow;
 
@@ -25,7 +26,7 @@ use alloy_evm::{
 };
 use alloy_hardforks::EthereumHardforks;
 use revm::database::{states::bundle_state::BundleRetention, State};
-use simnode_api::{ChainSpec, StateChanges};
+use simnode_api::{ChainSpec, StateChanges, StateReader};
 
 pub use changes::bundle_to_changes;
 
@@ -219,10 +220,36 @@ pub fn run_block(
     txs: &[(&TxEnvelope, Address)],
     skip_invalid: bool,
 ) -> Result<BlockRun, BlockError> {
+    let parent_state = store.state_after(parent.number)?;
+    run_block_on(
+        store,
+        parent_state,
+        parent,
+        header,
+        ommers,
+        withdrawals,
+        txs,
+        skip_invalid,
+    )
+}
+
+/// [`run_block`] reading the parent's state through `parent_state` (which must be that state:
+/// the execution witness wraps it to see what the block reads).
+#[allow(clippy::too_many_arguments)]
+pub fn run_block_on<D: StateReader>(
+    store: &Store,
+    parent_state: D,
+    parent: &Sealed<Header>,
+    header: &Header,
+    ommers: &[Header],
+    withdrawals: Option<&[alloy::eips::eip4895::Withdrawal]>,
+    txs: &[(&TxEnvelope, Address)],
+    skip_invalid: bool,
+) -> Result<BlockRun, BlockError> {
     let spec = store.spec().clone();
     let number = header.number;
     let state = State::builder()
-        .with_database_ref(store.state_after(parent.number)?)
+        .with_database_ref(parent_state)
         .with_bundle_update()
         .build();
     let evm = EthEvmFactory::default().create_evm(state, spec.evm_env(header));

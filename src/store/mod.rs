@@ -13,6 +13,7 @@ mod snapshot;
 mod state;
 pub mod trie;
 mod view;
+mod witness;
 
 use std::{
     collections::BTreeMap,

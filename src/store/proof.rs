@@ -114,7 +114,7 @@ impl Store {
 }
 
 /// Every account of the state `overlay` turns the stored state into, by hashed address.
-fn accounts_at<S: StateSource<Error = StoreError>>(
+pub(super) fn accounts_at<S: StateSource<Error = StoreError>>(
     source: &S,
     overlay: &HashedOverlay,
 ) -> Result<BTreeMap<B256, StoredAccount>, StoreError> {
@@ -150,7 +150,7 @@ fn accounts_at<S: StateSource<Error = StoreError>>(
 }
 
 /// The non-zero slots of one account in the state `overlay` turns the stored state into.
-fn slots_at<S: StateSource<Error = StoreError>>(
+pub(super) fn slots_at<S: StateSource<Error = StoreError>>(
     source: &S,
     overlay: &HashedOverlay,
     hashed: &B256,
@@ -195,7 +195,7 @@ fn prove(leaves: impl Iterator<Item = (B256, Vec<u8>)>, target: B256) -> (B256, 
     (root, proof)
 }
 
-fn trie_account(a: &StoredAccount) -> TrieAccount {
+pub(super) fn trie_account(a: &StoredAccount) -> TrieAccount {
     TrieAccount {
         nonce: a.nonce,
         balance: a.balance,

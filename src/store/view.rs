@@ -152,4 +152,9 @@ impl ChainView for Store {
     ) -> RpcResult<alloy::rpc::types::EIP1186AccountProofResponse> {
         Ok(Store::proof(self, number, address, keys)?)
     }
+
+    fn execution_witness(&self, number: u64) -> RpcResult<simnode_api::ExecutionWitness> {
+        crate::exec::witness::execution_witness(self, number)
+            .map_err(|err| RpcError::Internal(err.to_string()))
+    }
 }

@@ -24,7 +24,7 @@ pub use error::{RpcError, RpcResult};
 pub use limits::RpcLimits;
 pub use pool::TxPool;
 pub use state::{AccountChange, StateChanges, StateDb, StateError, StateReader, StateRef};
-pub use view::{ChainHead, ChainView, StoredBlock, TxLocation};
+pub use view::{ChainHead, ChainView, ExecutionWitness, StoredBlock, TxLocation};
 
 use std::sync::Arc;
 

@@ -40,6 +40,17 @@ impl StoredBlock {
     }
 }
 
+/// The pre-state of a block as geth's `debug_executionWitness` gives it: the trie nodes the
+/// block's reads and writes walk through in its parent's state, the code it runs, and the
+/// headers from its parent back to the oldest one `BLOCKHASH` asks for (parent first). Nodes
+/// and codes are sorted by their bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExecutionWitness {
+    pub state: Vec<alloy::primitives::Bytes>,
+    pub codes: Vec<alloy::primitives::Bytes>,
+    pub headers: Vec<alloy::primitives::Bytes>,
+}
+
 /// Where a transaction sits in the canonical chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxLocation {
@@ -83,6 +94,15 @@ pub trait ChainView: Send + Sync {
         let _ = (number, address, keys);
         Err(crate::RpcError::MethodNotAvailable(
             "eth_getProof is not available on this chain view".into(),
+        ))
+    }
+
+    /// What a stateless client needs to re-execute canonical block `number` (not genesis):
+    /// `debug_executionWitness`. Views without tries do not offer it.
+    fn execution_witness(&self, number: u64) -> RpcResult<ExecutionWitness> {
+        let _ = number;
+        Err(crate::RpcError::MethodNotAvailable(
+            "debug_executionWitness is not available on this chain view".into(),
         ))
     }
 

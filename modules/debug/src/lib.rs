@@ -33,7 +33,9 @@ use alloy::{
 };
 use jsonrpsee::{core::async_trait, proc_macros::rpc};
 use serde_json::Value;
-use simnode_api::{block_id::BlockTag, BlockParam, ModuleContext, RpcError, RpcResult};
+use simnode_api::{
+    block_id::BlockTag, BlockParam, ExecutionWitness, ModuleContext, RpcError, RpcResult,
+};
 use tokio::sync::Semaphore;
 
 #[rpc(server, namespace = "debug")]
@@ -77,6 +79,11 @@ pub trait DebugApi {
         hash: Option<Value>,
         opts: Option<Value>,
     ) -> Result<Vec<TraceResult>, RpcError>;
+
+    /// The pre-state a stateless client needs to re-execute a block named by number, tag or
+    /// hash: trie nodes, codes and ancestor headers.
+    #[method(name = "executionWitness")]
+    async fn execution_witness(&self, block: Option<Value>) -> Result<ExecutionWitness, RpcError>;
 }
 
 /// The `debug` namespace: the module context and the tracing slots.
@@ -274,6 +281,31 @@ impl DebugApiServer for Debug {
         })
         .await
     }
+
+    async fn execution_witness(&self, block: Option<Value>) -> Result<ExecutionWitness, RpcError> {
+        let param = params::block_number_or_hash(&params::required(block, "block")?)?;
+        // geth's answers: the pending block is not executed, genesis has no parent to start from.
+        if param == BlockParam::Tag(BlockTag::Pending) {
+            return Err(RpcError::Server("pending block has no witness".into()));
+        }
+        let not_found = || {
+            RpcError::Server(match param {
+                BlockParam::Number(n) => format!("block {n:#x} not found"),
+                BlockParam::Hash { hash, .. } => format!("block {hash} not found"),
+                BlockParam::Tag(tag) => format!("{tag:?} block not found").to_lowercase(),
+            })
+        };
+        let number = self.ctx.chain.resolve(&param)?.ok_or_else(not_found)?;
+        if number == 0 {
+            return Err(RpcError::Server(
+                "block 0x0 found, but parent missing".into(),
+            ));
+        }
+        self.traced(&GethDebugTracingOptions::default(), move |ctx, _| {
+            ctx.chain.execution_witness(number)
+        })
+        .await
+    }
 }
 
 /// The most positional params each method of this module reads; the node refuses more (see
@@ -286,6 +318,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("debug_traceTransaction", 2),
     ("debug_traceBlockByNumber", 2),
     ("debug_traceBlockByHash", 2),
+    ("debug_executionWitness", 1),
 ];
 
 /// The methods of this module.
