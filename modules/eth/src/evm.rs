@@ -246,7 +246,8 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
     } = prepared;
     // Estimation checks the balance like a real transaction would pay (geth keeps the check).
     env.cfg_env.disable_balance_check = false;
-    let mut hi = if gas_defaulted {
+    // As geth: a gas limit below a plain transfer's cost is no limit at all.
+    let mut hi = if gas_defaulted || tx.gas_limit < TX_GAS {
         block_gas_limit
     } else {
         tx.gas_limit
@@ -300,15 +301,17 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
             )))
         }
     };
-    // geth's optimistic first guess: what was used plus the 63/64 reserve.
+    // The search is geth's step for step, so that both give the same estimate: an optimistic
+    // first guess (what was used and refunded, plus the call stipend and the 63/64 reserve), then
+    // bisection skewed to the low side, stopping within 1.5% of the answer.
     let mut lo = used.saturating_sub(1);
-    let optimistic = (used + first_refund_hint(&first)) * 64 / 63;
+    let optimistic = (used + first_refund_hint(&first) + CALL_STIPEND) * 64 / 63;
     if optimistic < hi {
         tx.gas_limit = optimistic;
-        match run(&mut db, &env, tx.clone(), &bounds) {
-            Ok(ExecutionResult::Success { .. }) => hi = optimistic,
-            Ok(_) => lo = lo.max(optimistic),
-            Err(e) => return Err(e),
+        if succeeds(run(&mut db, &env, tx.clone(), &bounds))? {
+            hi = optimistic;
+        } else {
+            lo = optimistic;
         }
     }
     while lo + 1 < hi {
@@ -316,24 +319,38 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
         if Instant::now() >= bounds.deadline {
             return Err(bounds.timed_out());
         }
-        // geth stops once within 1.5% of the answer.
-        if (hi - lo) as f64 / hi as f64 <= 0.015 {
+        if ((hi - lo) as f64 / hi as f64) < ESTIMATE_ERROR_RATIO {
             break;
         }
-        let mid = lo + (hi - lo) / 2;
+        let mid = ((hi + lo) / 2).min(lo.saturating_mul(2));
         tx.gas_limit = mid;
-        match run(&mut db, &env, tx.clone(), &bounds) {
-            Ok(ExecutionResult::Success { .. }) => hi = mid,
-            Ok(_) => lo = mid,
-            Err(RpcError::Server(msg))
-                if msg.starts_with("intrinsic gas too low") || msg.contains("floor") =>
-            {
-                lo = mid
-            }
-            Err(e) => return Err(e),
+        if succeeds(run(&mut db, &env, tx.clone(), &bounds))? {
+            hi = mid;
+        } else {
+            lo = mid;
         }
     }
     Ok(hi)
+}
+
+/// The gas a call frame gets for free with a value transfer; part of geth's first guess.
+const CALL_STIPEND: u64 = 2_300;
+/// How far above the least sufficient gas an estimate may be (geth's `estimateGasErrorRatio`).
+const ESTIMATE_ERROR_RATIO: f64 = 0.015;
+
+/// Whether a run of the search succeeded; a gas limit under the intrinsic cost or the EIP-7623
+/// floor is a failure to raise the limit from, any other refusal ends the search.
+fn succeeds(run: RpcResult<ExecutionResult<HaltReason>>) -> RpcResult<bool> {
+    match run {
+        Ok(ExecutionResult::Success { .. }) => Ok(true),
+        Ok(_) => Ok(false),
+        Err(RpcError::Server(msg))
+            if msg.starts_with("intrinsic gas too low") || msg.contains("floor") =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn first_refund_hint(result: &ExecutionResult<HaltReason>) -> u64 {
