@@ -415,3 +415,90 @@ fn gas_estimates_are_geths_to_the_unit() {
         assert_eq!(r["result"], expected, "{request}: {r}");
     }
 }
+
+/// debug_traceCall (upstream debug_traceCall/*.io): a mined transaction sent again as a call, on its
+/// block with `txIndex` at its position, traces exactly as debug_traceTransaction traces it, with the
+/// call tracer and the struct logger; overrides apply; an unknown block is -32000 as geth answers.
+#[test]
+fn trace_call_at_a_transactions_position_traces_like_the_transaction() {
+    let node = Node::execution_apis(&["--rpc.rate-limit", "0"]);
+    let head = node.result("eth_blockNumber", json!([]));
+    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let mut traced = 0;
+    for number in 1..=head {
+        let block = node.result(
+            "eth_getBlockByNumber",
+            json!([format!("{number:#x}"), true]),
+        );
+        for (index, tx) in block["transactions"].as_array().unwrap().iter().enumerate() {
+            let mut call = serde_json::Map::new();
+            for key in [
+                "from",
+                "to",
+                "gas",
+                "gasPrice",
+                "maxFeePerGas",
+                "maxPriorityFeePerGas",
+                "value",
+                "input",
+                "nonce",
+                "accessList",
+                "authorizationList",
+                "blobVersionedHashes",
+                "maxFeePerBlobGas",
+                "chainId",
+                "type",
+            ] {
+                if let Some(v) = tx.get(key).filter(|v| !v.is_null()) {
+                    call.insert(key.into(), v.clone());
+                }
+            }
+            if call.contains_key("maxFeePerGas") {
+                call.remove("gasPrice");
+            }
+            for tracer in [json!({"tracer": "callTracer"}), json!({})] {
+                let expected = node.call("debug_traceTransaction", json!([tx["hash"], tracer]));
+                let mut opts = tracer.clone();
+                opts["txIndex"] = json!(format!("{index:#x}"));
+                let got = node.call("debug_traceCall", json!([call, block["hash"], opts]));
+                assert_eq!(
+                    got["result"], expected["result"],
+                    "block {number} tx {index} {tracer}: {got}"
+                );
+                assert!(got["result"].is_object(), "{got}");
+            }
+            traced += 1;
+        }
+    }
+    assert!(traced > 20, "the chain's transactions were traced");
+
+    let from = "0x0c2c51a0990aee1d73c1228de158688341557508";
+    let echo = "0x00000000000000000000000000000000000000c0";
+    // PUSH2 0xffee PUSH1 0 MSTORE PUSH1 2 PUSH1 30 RETURN, put there by a state override.
+    let code = "0x61ffee6000526002601ef3";
+    let r = node.call(
+        "debug_traceCall",
+        json!([{"from": from, "to": echo, "gas": "0x100000"}, null,
+               {"tracer": "callTracer", "stateOverrides": {echo: {"code": code}}}]),
+    );
+    assert_eq!(r["result"]["output"], "0xffee", "{r}");
+    assert_eq!(r["result"]["type"], "CALL", "{r}");
+    let r = node.call("debug_traceCall", json!([{"from": from, "to": echo}]));
+    assert_eq!(
+        r["result"]["failed"], false,
+        "omitted block is latest, default tracer: {r}"
+    );
+    let r = node.call(
+        "debug_traceCall",
+        json!([{"from": from, "to": echo}, "0xfffffffff", {"tracer": "callTracer"}]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    let r = node.call(
+        "debug_traceCall",
+        json!([{"from": from, "to": echo}, "0x1", {"txIndex": "0x5"}]),
+    );
+    assert_eq!(
+        r["error"]["code"], -32000,
+        "a position past the block's transactions: {r}"
+    );
+}

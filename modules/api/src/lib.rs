@@ -6,6 +6,7 @@
 //! JSON-RPC codes are fixed in one place ([`error`]).
 
 pub mod block_id;
+pub mod call;
 pub mod chain_spec;
 pub mod error;
 pub mod guard;

@@ -15,7 +15,12 @@
 
 use std::time::Instant;
 
-use alloy::rpc::types::trace::geth::{GethDebugTracingOptions, GethTrace, StructLog, TraceResult};
+use alloy::rpc::types::{
+    trace::geth::{
+        GethDebugTracingCallOptions, GethDebugTracingOptions, GethTrace, StructLog, TraceResult,
+    },
+    TransactionRequest,
+};
 use alloy_evm::{block::SystemCaller, EthEvmFactory, Evm, EvmFactory, FromRecoveredTx};
 use revm::{
     context::TxEnv,
@@ -28,8 +33,9 @@ use revm_inspectors::tracing::{
     TransactionContext,
 };
 use simnode_api::{
+    call,
     guard::{Abort, Guard},
-    ModuleContext, RpcError, RpcResult, StateDb, StateError, StoredBlock,
+    ModuleContext, RpcError, RpcResult, StateDb, StateError, StateRef, StoredBlock,
 };
 
 type Db = CacheDB<StateDb>;
@@ -82,13 +88,7 @@ pub(crate) fn trace_block(
 
     let env = ctx.spec.evm_env(&block.header);
     let factory = EthEvmFactory::default();
-    let mut db: Db = CacheDB::new(StateDb(ctx.chain.state_at(number - 1)?));
-    {
-        let mut evm = factory.create_evm(&mut db, env.clone());
-        SystemCaller::new(&*ctx.spec)
-            .apply_pre_execution_changes(block.header.inner(), &mut evm)
-            .map_err(|err| RpcError::Internal(format!("pre-block system calls: {err}")))?;
-    }
+    let mut db = block_start(ctx, block)?;
 
     let last = only.unwrap_or(block.body.transactions.len().saturating_sub(1));
     let mut bytes = 0usize;
@@ -148,6 +148,109 @@ pub(crate) fn trace_block(
         });
     }
     Ok(results)
+}
+
+/// The state `block`'s first transaction starts from: its parent's, after the pre-block system
+/// calls (EIP-2935 parent hash, EIP-4788 beacon root).
+fn block_start(ctx: &ModuleContext, block: &StoredBlock) -> RpcResult<Db> {
+    let mut db: Db = CacheDB::new(StateDb(ctx.chain.state_at(block.number() - 1)?));
+    let mut evm = EthEvmFactory::default().create_evm(&mut db, ctx.spec.evm_env(&block.header));
+    SystemCaller::new(&*ctx.spec)
+        .apply_pre_execution_changes(block.header.inner(), &mut evm)
+        .map_err(|err| RpcError::Internal(format!("pre-block system calls: {err}")))?;
+    drop(evm);
+    Ok(db)
+}
+
+/// The state before transaction `index` of `block` (geth's `stateAtTransaction`): the block's
+/// start with its first `index` transactions applied.
+fn state_before_tx(ctx: &ModuleContext, block: &StoredBlock, index: usize) -> RpcResult<Db> {
+    let mut db = block_start(ctx, block)?;
+    let env = ctx.spec.evm_env(&block.header);
+    for (i, (tx, sender)) in block
+        .body
+        .transactions
+        .iter()
+        .zip(&block.senders)
+        .take(index)
+        .enumerate()
+    {
+        let res = EthEvmFactory::default()
+            .create_evm(&mut db, env.clone())
+            .transact(TxEnv::from_recovered_tx(tx, *sender))
+            .map_err(|err| match err {
+                EVMError::Database(err) => RpcError::from(err),
+                other => RpcError::Internal(format!("transaction {i} of the block: {other}")),
+            })?;
+        db.commit(res.state);
+    }
+    Ok(db)
+}
+
+/// Traces a transaction request (`debug_traceCall`) on the state after block `number`, or with
+/// `opts.tx_index` before that transaction of the block, prepared as eth_call prepares it
+/// (gas cap, no fee checks, state and block overrides).
+pub(crate) fn trace_call(
+    ctx: &ModuleContext,
+    number: u64,
+    request: TransactionRequest,
+    opts: GethDebugTracingCallOptions,
+    budget: Budget,
+) -> RpcResult<GethTrace> {
+    tracer(&opts.tracing_options, budget.max_bytes)?;
+    let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
+    let state: StateRef = match opts.tx_index {
+        None => ctx.chain.state_at(number)?,
+        Some(index) => {
+            let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
+            let index = usize::try_from(index).unwrap_or(usize::MAX);
+            if number == 0 || index >= block.body.transactions.len() {
+                return Err(RpcError::Server(format!(
+                    "tx index {index} out of range for block {number:#x}"
+                )));
+            }
+            Box::new(state_before_tx(ctx, &block, index)?)
+        }
+    };
+    let bounds = call::Bounds::starting_now(&ctx.limits);
+    let call::Prepared {
+        mut db, env, tx, ..
+    } = call::prepare(
+        &ctx.spec,
+        &header,
+        state,
+        request,
+        opts.state_overrides,
+        opts.block_overrides,
+        bounds,
+    )?;
+    let mut inspector = tracer(&opts.tracing_options, budget.max_bytes)?;
+    let (steps, nodes) = counted(&inspector);
+    let mut guard = Guard::new(budget.deadline, 0, budget.max_bytes).counting(
+        if steps { STEP_BYTES } else { 0 },
+        if nodes { NODE_BYTES } else { 0 },
+    );
+    let caller = tx.caller;
+    let res = EthEvmFactory::default()
+        .create_evm_with_inspector(&mut db, env.clone(), (&mut inspector, &mut guard))
+        .transact(tx.clone());
+    let (recorded, full) = recorded_bytes(&inspector);
+    let res = res.map_err(|err| match (guard.abort, full) {
+        (Some(Abort::Deadline), _) => budget.timed_out(),
+        (Some(Abort::TraceTooLarge), _) | (None, true) => budget.too_large(),
+        // The request itself cannot run (funds, fees, ...): geth's wording, as eth_call.
+        (None, false) => call::transaction_error(err, caller),
+    })?;
+    if guard.bytes.saturating_add(recorded) > budget.max_bytes {
+        return Err(budget.too_large());
+    }
+    let mut trace = inspector
+        .get_result(None, &tx, &env.block_env, &res, &mut &db)
+        .map_err(|err| RpcError::Internal(format!("building the trace: {err}")))?;
+    if let GethTrace::Default(frame) = &mut trace {
+        omit_empty(&mut frame.struct_logs);
+    }
+    Ok(trace)
 }
 
 /// geth's struct logger leaves out what is empty (`omitempty`): a zero refund counter, empty

@@ -29,7 +29,12 @@ use std::{
 
 use alloy::{
     primitives::Bytes,
-    rpc::types::trace::geth::{GethDebugTracingOptions, GethTrace, TraceResult},
+    rpc::types::{
+        trace::geth::{
+            GethDebugTracingCallOptions, GethDebugTracingOptions, GethTrace, TraceResult,
+        },
+        TransactionRequest,
+    },
 };
 use jsonrpsee::{core::async_trait, proc_macros::rpc};
 use serde_json::Value;
@@ -79,6 +84,16 @@ pub trait DebugApi {
         hash: Option<Value>,
         opts: Option<Value>,
     ) -> Result<Vec<TraceResult>, RpcError>;
+
+    /// Traces a transaction request on the state after a block (default latest), run as
+    /// eth_call runs it; the options take `stateOverrides`, `blockOverrides` and `txIndex`.
+    #[method(name = "traceCall")]
+    async fn trace_call(
+        &self,
+        call: Option<Value>,
+        block: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<GethTrace, RpcError>;
 
     /// The pre-state a stateless client needs to re-execute a block named by number, tag or
     /// hash: trie nodes, codes and ancestor headers.
@@ -282,6 +297,35 @@ impl DebugApiServer for Debug {
         .await
     }
 
+    async fn trace_call(
+        &self,
+        call: Option<Value>,
+        block: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<GethTrace, RpcError> {
+        let request: TransactionRequest =
+            serde_json::from_value(params::required(call, "transaction arguments")?)
+                .map_err(|err| RpcError::invalid_params(format!("invalid argument 0: {err}")))?;
+        let param = match block {
+            None | Some(Value::Null) => BlockParam::LATEST,
+            Some(b) => params::block_number_or_hash(&b)?,
+        };
+        let opts: GethDebugTracingCallOptions = match opts {
+            None | Some(Value::Null) => Default::default(),
+            Some(v) => serde_json::from_value(v)
+                .map_err(|err| RpcError::invalid_params(format!("invalid argument 2: {err}")))?,
+        };
+        let tracing = opts.tracing_options.clone();
+        self.traced(&tracing, move |ctx, budget| {
+            let number = ctx
+                .chain
+                .resolve(&param)?
+                .ok_or_else(|| not_found_number(&param))?;
+            exec::trace_call(ctx, number, request, opts, budget)
+        })
+        .await
+    }
+
     async fn execution_witness(&self, block: Option<Value>) -> Result<ExecutionWitness, RpcError> {
         let param = params::block_number_or_hash(&params::required(block, "block")?)?;
         // geth's answers: the pending block is not executed, genesis has no parent to start from.
@@ -318,6 +362,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("debug_traceTransaction", 2),
     ("debug_traceBlockByNumber", 2),
     ("debug_traceBlockByHash", 2),
+    ("debug_traceCall", 3),
     ("debug_executionWitness", 1),
 ];
 

@@ -6,153 +6,25 @@
 //! blocking thread must stop too (with `--rpc.gascap 0` a looping call would otherwise never
 //! end). See [`UNGUARDED_GAS`].
 
-use alloy::{
-    consensus::Header,
-    primitives::{Bytes, TxKind, U256},
-    rpc::types::{state::StateOverride, BlockOverrides, TransactionRequest},
-};
-use alloy_evm::{
-    overrides::{apply_block_overrides, apply_state_overrides},
-    rpc::TryIntoTxEnv,
-    EthEvmFactory, Evm, EvmEnv, EvmFactory,
-};
+use alloy::primitives::{Bytes, TxKind, U256};
+use alloy_evm::{EthEvmFactory, Evm, EvmEnv, EvmFactory};
 use revm::{
     context::{result::ExecutionResult, TxEnv},
-    context_interface::result::{EVMError, HaltReason},
+    context_interface::result::HaltReason,
     context_interface::transaction::TransactionType,
-    database::CacheDB,
     primitives::hardfork::SpecId,
     DatabaseRef,
 };
+pub use simnode_api::call::{prepare, type_not_supported, Bounds, CallDb, Prepared};
 use simnode_api::{
+    call::transaction_error,
     guard::{Abort, Guard},
-    vm_messages, ChainSpec, RpcError, RpcLimits, RpcResult, StateError, StateRef,
+    vm_messages, RpcError, RpcResult,
 };
-use std::time::{Duration, Instant};
-
-pub type CallDb = CacheDB<StateRef>;
+use std::time::Instant;
 
 /// Gas of a plain value transfer.
 const TX_GAS: u64 = 21_000;
-
-/// What bounds the runs of one request: the RPC gas cap and the request's deadline.
-#[derive(Debug, Clone, Copy)]
-pub struct Bounds {
-    pub gas_cap: u64,
-    pub deadline: Instant,
-    timeout: Duration,
-}
-
-impl Bounds {
-    /// The bounds of a request that starts now.
-    pub fn starting_now(limits: &RpcLimits) -> Self {
-        Self {
-            gas_cap: limits.gas_cap,
-            deadline: Instant::now() + limits.evm_timeout,
-            timeout: limits.evm_timeout,
-        }
-    }
-
-    fn timed_out(&self) -> RpcError {
-        RpcError::Timeout(self.timeout.as_millis() as u64)
-    }
-}
-
-/// The prepared environment of one call: database with overrides, EVM env, transaction.
-pub struct Prepared {
-    pub db: CallDb,
-    pub env: EvmEnv,
-    pub tx: TxEnv,
-    /// The request named no gas limit.
-    pub gas_defaulted: bool,
-    pub bounds: Bounds,
-}
-
-/// Builds the environment for `request` on top of the state after `header`'s block.
-pub fn prepare(
-    spec: &ChainSpec,
-    header: &Header,
-    state: StateRef,
-    request: TransactionRequest,
-    state_overrides: Option<StateOverride>,
-    block_overrides: Option<BlockOverrides>,
-    bounds: Bounds,
-) -> RpcResult<Prepared> {
-    let gas_cap = bounds.gas_cap;
-    let mut env = spec.evm_env(header);
-    let mut db = CacheDB::new(state);
-    if let Some(overrides) = block_overrides {
-        apply_block_overrides(overrides, &mut db, &mut env.block_env);
-    }
-    if let Some(overrides) = state_overrides {
-        apply_state_overrides(overrides, &mut db)
-            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-    }
-    // geth: eth_call skips base-fee, nonce and sender-is-EOA checks; the per-transaction gas cap
-    // of EIP-7825 does not bind calls (the RPC gas cap does).
-    env.cfg_env.disable_base_fee = true;
-    env.cfg_env.disable_nonce_check = true;
-    env.cfg_env.disable_eip3607 = true;
-    env.cfg_env.disable_block_gas_limit = true;
-    env.cfg_env.tx_gas_limit_cap = Some(u64::MAX);
-
-    // With no fee fields at all the call is free, and (as in geth) BASEFEE / BLOBBASEFEE read 0.
-    let zero = |v: Option<u128>| v.is_none_or(|v| v == 0);
-    if zero(request.gas_price)
-        && zero(request.max_fee_per_gas)
-        && zero(request.max_priority_fee_per_gas)
-    {
-        env.block_env.basefee = 0;
-    }
-    if zero(request.max_fee_per_blob_gas) {
-        if let Some(blob) = env.block_env.blob_excess_gas_and_price.as_mut() {
-            blob.blob_gasprice = 0;
-        }
-    }
-    let gas_defaulted = request.gas.is_none();
-    let explicit_nonce = request.nonce.is_some();
-    // geth: maxFeePerBlobGas without blob hashes is valid from Cancun and does not make the
-    // call a blob transaction (it only keeps BLOBBASEFEE unzeroed, handled above). An explicit
-    // empty hash list stays a blob transaction and is refused, as in geth. Before Cancun the fee
-    // alone makes it a blob transaction, which that fork does not have.
-    let mut request = request;
-    if request.max_fee_per_blob_gas.is_some() && !env.cfg_env.spec.is_enabled_in(SpecId::CANCUN) {
-        return Err(type_not_supported(
-            "blob tx",
-            request.from.unwrap_or_default(),
-        ));
-    }
-    if request.blob_versioned_hashes.is_none() && request.sidecar.is_none() {
-        request.max_fee_per_blob_gas = None;
-    }
-    let mut tx: TxEnv = request
-        .try_into_tx_env(&env)
-        .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-    if gas_defaulted || tx.gas_limit > gas_cap {
-        tx.gas_limit = gas_cap;
-    }
-    if !explicit_nonce {
-        tx.nonce = db
-            .basic_ref(tx.caller)
-            .map_err(RpcError::from)?
-            .map(|a| a.nonce)
-            .unwrap_or_default();
-    }
-    Ok(Prepared {
-        db,
-        env,
-        tx,
-        gas_defaulted,
-        bounds,
-    })
-}
-
-/// geth's refusal (-32000) of a transaction type the block's fork does not have.
-fn type_not_supported(kind: &str, sender: alloy::primitives::Address) -> RpcError {
-    RpcError::Server(format!(
-        "transaction type not supported: {kind} (sender {sender})"
-    ))
-}
 
 /// Gas limits up to this run without the deadline guard. An inspector slows the interpreter
 /// by about half on cheap opcodes (measured on a release build: a 30M-gas loop, 29-32 ms
@@ -180,16 +52,6 @@ pub fn run(
     outcome
         .map(|r| r.result)
         .map_err(|e| transaction_error(e, caller))
-}
-
-fn transaction_error(err: EVMError<StateError>, caller: alloy::primitives::Address) -> RpcError {
-    match err {
-        EVMError::Transaction(invalid) => {
-            RpcError::Server(vm_messages::invalid_tx_message(&invalid, caller))
-        }
-        EVMError::Database(e) => RpcError::Internal(e.to_string()),
-        other => RpcError::Internal(other.to_string()),
-    }
 }
 
 /// [`run`] with `inspector` beside the deadline guard.
