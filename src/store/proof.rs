@@ -8,13 +8,14 @@
 
 use std::collections::BTreeMap;
 
+use alloy::consensus::{Header, Sealed};
 use alloy::{
     primitives::{keccak256, Address, Bytes, B256, U256},
     rpc::types::{EIP1186AccountProofResponse, EIP1186StorageProof},
     serde::JsonStorageKey,
 };
 use alloy_trie::{proof::ProofRetainer, HashBuilder, Nibbles, TrieAccount, EMPTY_ROOT_HASH};
-use redb::ReadableDatabase;
+use redb::{ReadOnlyTable, ReadableDatabase};
 use revm::primitives::KECCAK_EMPTY;
 
 use super::{
@@ -24,14 +25,24 @@ use super::{
     Store, StoreError, TableSource, ACCOUNTS, STORAGE,
 };
 
+/// The hashed account and storage tables of one read snapshot.
+pub(super) type StateTablesSource = TableSource<RawTable, RawTable>;
+type RawTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// The state after a canonical block as the trie builders read it.
+pub(super) struct StateTables {
+    pub header: Sealed<Header>,
+    /// The hashed state tables, as of the latest block.
+    pub source: StateTablesSource,
+    /// What turns `source` back into the block's state.
+    pub overlay: HashedOverlay,
+    /// Every account of the block's state, by hashed address.
+    pub accounts: BTreeMap<B256, StoredAccount>,
+}
+
 impl Store {
-    /// The proof of `address` and `keys` in the state after canonical block `number`.
-    pub fn proof(
-        &self,
-        number: u64,
-        address: Address,
-        keys: &[JsonStorageKey],
-    ) -> Result<EIP1186AccountProofResponse, StoreError> {
+    /// The state after canonical block `number`, read from one snapshot of the database.
+    pub(super) fn state_tables(&self, number: u64) -> Result<StateTables, StoreError> {
         let header = self
             .header_raw(number)?
             .ok_or_else(|| StoreError::Corrupt(format!("no header for block {number}")))?;
@@ -44,6 +55,27 @@ impl Store {
         };
         let source = TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?);
         let accounts = accounts_at(&source, &overlay)?;
+        Ok(StateTables {
+            header,
+            source,
+            overlay,
+            accounts,
+        })
+    }
+
+    /// The proof of `address` and `keys` in the state after canonical block `number`.
+    pub fn proof(
+        &self,
+        number: u64,
+        address: Address,
+        keys: &[JsonStorageKey],
+    ) -> Result<EIP1186AccountProofResponse, StoreError> {
+        let StateTables {
+            header,
+            source,
+            overlay,
+            accounts,
+        } = self.state_tables(number)?;
 
         let hashed = hash_address(&address);
         let (state_root, account_proof) = prove(
@@ -114,7 +146,7 @@ impl Store {
 }
 
 /// Every account of the state `overlay` turns the stored state into, by hashed address.
-pub(super) fn accounts_at<S: StateSource<Error = StoreError>>(
+fn accounts_at<S: StateSource<Error = StoreError>>(
     source: &S,
     overlay: &HashedOverlay,
 ) -> Result<BTreeMap<B256, StoredAccount>, StoreError> {

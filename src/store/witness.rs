@@ -11,15 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use alloy::primitives::{keccak256, Bytes, B256, U256};
 use alloy_trie::{proof::ProofRetainer, HashBuilder, Nibbles, EMPTY_ROOT_HASH};
-use redb::ReadableDatabase;
 use simnode_api::StateChanges;
 
 use super::{
     codec::hash_address,
-    proof::{accounts_at, slots_at, trie_account},
-    state,
-    trie::HashedOverlay,
-    Store, StoreError, TableSource, ACCOUNTS, STORAGE,
+    proof::{slots_at, trie_account, StateTables},
+    Store, StoreError,
 };
 use crate::exec::witness::Reads;
 
@@ -32,18 +29,12 @@ impl Store {
         reads: &Reads,
         changes: &StateChanges,
     ) -> Result<Vec<Bytes>, StoreError> {
-        let header = self
-            .header_raw(number)?
-            .ok_or_else(|| StoreError::Corrupt(format!("no header for block {number}")))?;
-        let tx = self.db().begin_read()?;
-        let latest = super::view::snapshot_head(&tx)?.max(number);
-        let overlay = if number < latest {
-            state::revert_overlay(&tx, number)?
-        } else {
-            HashedOverlay::default()
-        };
-        let source = TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?);
-        let accounts = accounts_at(&source, &overlay)?;
+        let StateTables {
+            header,
+            source,
+            overlay,
+            accounts,
+        } = self.state_tables(number)?;
 
         let mut nodes = BTreeSet::new();
         let read: BTreeSet<B256> = reads.accounts.iter().map(hash_address).collect();

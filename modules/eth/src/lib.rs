@@ -245,6 +245,34 @@ impl Eth {
         f(&state)
     }
 
+    /// Prepares `request` on the state after `block` with the overrides, as eth_call does, and
+    /// hands it to `f` on the blocking pool, within the request's deadline.
+    async fn run_call<T: Send + 'static>(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+        block_overrides: Option<BlockOverrides>,
+        f: impl FnOnce(evm::Prepared) -> RpcResult<T> + Send + 'static,
+    ) -> RpcResult<T> {
+        let number = self.state_block(block)?;
+        let bounds = evm::Bounds::starting_now(&self.ctx.limits);
+        self.run_blocking(move |ctx| {
+            let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
+            let state = ctx.chain.state_at(number)?;
+            f(evm::prepare(
+                &ctx.spec,
+                &header,
+                state,
+                request,
+                state_overrides,
+                block_overrides,
+                bounds,
+            )?)
+        })
+        .await
+    }
+
     async fn run_blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(ModuleContext) -> RpcResult<T> + Send + 'static,
@@ -258,29 +286,6 @@ impl Eth {
             Err(_) => Err(RpcError::Timeout(timeout.as_millis() as u64)),
         }
     }
-}
-
-/// A call's environment on the state after block `number`, with that block's header.
-fn prepare_at(
-    ctx: &ModuleContext,
-    number: u64,
-    request: TransactionRequest,
-    state_overrides: Option<StateOverride>,
-    block_overrides: Option<BlockOverrides>,
-    bounds: evm::Bounds,
-) -> RpcResult<(Arc<Sealed<Header>>, evm::Prepared)> {
-    let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
-    let state = ctx.chain.state_at(number)?;
-    let prepared = evm::prepare(
-        &ctx.spec,
-        &header,
-        state,
-        request,
-        state_overrides,
-        block_overrides,
-        bounds,
-    )?;
-    Ok((header, prepared))
 }
 
 /// The RPC form of the transaction at `index` of a stored block.
@@ -568,18 +573,9 @@ impl EthApiServer for Eth {
         state_overrides: Option<StateOverride>,
         block_overrides: Option<Box<BlockOverrides>>,
     ) -> JsonRpcResult<Bytes> {
-        let number = self.state_block(block)?;
-        let bounds = evm::Bounds::starting_now(&self.ctx.limits);
+        let overrides = block_overrides.map(|b| *b);
         Ok(self
-            .run_blocking(move |ctx| {
-                let (_, prepared) = prepare_at(
-                    &ctx,
-                    number,
-                    request,
-                    state_overrides,
-                    block_overrides.map(|b| *b),
-                    bounds,
-                )?;
+            .run_call(request, block, state_overrides, overrides, |prepared| {
                 let evm::Prepared {
                     mut db,
                     env,
@@ -599,18 +595,9 @@ impl EthApiServer for Eth {
         state_overrides: Option<StateOverride>,
         block_overrides: Option<Box<BlockOverrides>>,
     ) -> JsonRpcResult<U64> {
-        let number = self.state_block(block)?;
-        let bounds = evm::Bounds::starting_now(&self.ctx.limits);
+        let overrides = block_overrides.map(|b| *b);
         Ok(self
-            .run_blocking(move |ctx| {
-                let (_, prepared) = prepare_at(
-                    &ctx,
-                    number,
-                    request,
-                    state_overrides,
-                    block_overrides.map(|b| *b),
-                    bounds,
-                )?;
+            .run_call(request, block, state_overrides, overrides, |prepared| {
                 // The block's gas limit, or the one the overrides give it, bounds the search.
                 let block_gas_limit = prepared.env.block_env.gas_limit;
                 evm::estimate(prepared, block_gas_limit).map(U64::from)
@@ -624,14 +611,14 @@ impl EthApiServer for Eth {
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
     ) -> JsonRpcResult<alloy::eips::eip2930::AccessListResult> {
-        let number = self.state_block(block)?;
-        let bounds = evm::Bounds::starting_now(&self.ctx.limits);
         Ok(self
-            .run_blocking(move |ctx| {
-                let (_, prepared) =
-                    prepare_at(&ctx, number, request, state_overrides, None, bounds)?;
-                evm::create_access_list(prepared)
-            })
+            .run_call(
+                request,
+                block,
+                state_overrides,
+                None,
+                evm::create_access_list,
+            )
             .await?)
     }
 
