@@ -345,10 +345,14 @@ impl DebugApiServer for Debug {
                 "block 0x0 found, but parent missing".into(),
             ));
         }
-        self.traced(&GethDebugTracingOptions::default(), move |ctx, _| {
-            ctx.chain.execution_witness(number)
-        })
-        .await
+        // Re-running a block is not interruptible like a traced one: the answer is the deadline's
+        // error when the run outlasts it (the run itself ends with its block).
+        let timeout = self.ctx.limits.evm_timeout;
+        let defaults = GethDebugTracingOptions::default();
+        let witness = self.traced(&defaults, move |ctx, _| ctx.chain.execution_witness(number));
+        tokio::time::timeout(timeout, witness)
+            .await
+            .map_err(|_| RpcError::Timeout(timeout.as_millis().try_into().unwrap_or(u64::MAX)))?
     }
 }
 
