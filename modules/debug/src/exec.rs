@@ -76,19 +76,14 @@ pub(crate) fn trace_block(
     if number == 0 {
         return Err(RpcError::Server("genesis is not traceable".into()));
     }
-    if block.senders.len() != block.body.transactions.len() {
-        return Err(RpcError::Internal(format!(
-            "block {number} has {} transactions and {} senders",
-            block.body.transactions.len(),
-            block.senders.len()
-        )));
-    }
     // A tracer that cannot be built fails the request before any work is done.
     tracer(opts, budget.max_bytes)?;
 
     let env = ctx.spec.evm_env(&block.header);
     let factory = EthEvmFactory::default();
-    let mut db = block_start(ctx, block)?;
+    // With `only`, the transactions before it run untraced.
+    let first = only.unwrap_or(0);
+    let mut db = state_before_tx(ctx, block, first, &budget)?;
 
     let last = only.unwrap_or(block.body.transactions.len().saturating_sub(1));
     let mut bytes = 0usize;
@@ -100,21 +95,13 @@ pub(crate) fn trace_block(
         .zip(&block.senders)
         .enumerate()
         .take(last + 1)
+        .skip(first)
     {
         if Instant::now() >= budget.deadline {
             return Err(budget.timed_out());
         }
         let tx_env = TxEnv::from_recovered_tx(tx, *sender);
         let tx_hash = *tx.tx_hash();
-        if only.is_some_and(|only| index < only) {
-            let mut guard = Guard::new(budget.deadline, 0, usize::MAX);
-            let res = factory
-                .create_evm_with_inspector(&mut db, env.clone(), &mut guard)
-                .transact(tx_env);
-            let res = settle(res, &guard, false, &budget, index)?;
-            db.commit(res.state);
-            continue;
-        }
 
         let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
         let (steps, nodes) = counted(&inspector);
@@ -163,8 +150,21 @@ fn block_start(ctx: &ModuleContext, block: &StoredBlock) -> RpcResult<Db> {
 }
 
 /// The state before transaction `index` of `block` (geth's `stateAtTransaction`): the block's
-/// start with its first `index` transactions applied.
-fn state_before_tx(ctx: &ModuleContext, block: &StoredBlock, index: usize) -> RpcResult<Db> {
+/// start with its first `index` transactions applied, within the request's deadline.
+fn state_before_tx(
+    ctx: &ModuleContext,
+    block: &StoredBlock,
+    index: usize,
+    budget: &Budget,
+) -> RpcResult<Db> {
+    if block.senders.len() != block.body.transactions.len() {
+        return Err(RpcError::Internal(format!(
+            "block {} has {} transactions and {} senders",
+            block.number(),
+            block.body.transactions.len(),
+            block.senders.len()
+        )));
+    }
     let mut db = block_start(ctx, block)?;
     let env = ctx.spec.evm_env(&block.header);
     for (i, (tx, sender)) in block
@@ -175,13 +175,11 @@ fn state_before_tx(ctx: &ModuleContext, block: &StoredBlock, index: usize) -> Rp
         .take(index)
         .enumerate()
     {
+        let mut guard = Guard::new(budget.deadline, 0, usize::MAX);
         let res = EthEvmFactory::default()
-            .create_evm(&mut db, env.clone())
-            .transact(TxEnv::from_recovered_tx(tx, *sender))
-            .map_err(|err| match err {
-                EVMError::Database(err) => RpcError::from(err),
-                other => RpcError::Internal(format!("transaction {i} of the block: {other}")),
-            })?;
+            .create_evm_with_inspector(&mut db, env.clone(), &mut guard)
+            .transact(TxEnv::from_recovered_tx(tx, *sender));
+        let res = settle(res, &guard, false, budget, i)?;
         db.commit(res.state);
     }
     Ok(db)
@@ -209,7 +207,7 @@ pub(crate) fn trace_call(
                     "tx index {index} out of range for block {number:#x}"
                 )));
             }
-            Box::new(state_before_tx(ctx, &block, index)?)
+            Box::new(state_before_tx(ctx, &block, index, &budget)?)
         }
     };
     let bounds = call::Bounds::starting_now(&ctx.limits);
