@@ -10,7 +10,7 @@ use alloy::primitives::{Bytes, TxKind, U256};
 use alloy_evm::{EthEvmFactory, Evm, EvmEnv, EvmFactory};
 use revm::{
     context::{result::ExecutionResult, TxEnv},
-    context_interface::result::HaltReason,
+    context_interface::result::{EVMError, HaltReason, InvalidTransaction},
     context_interface::transaction::TransactionType,
     primitives::hardfork::SpecId,
     DatabaseRef,
@@ -42,16 +42,8 @@ pub fn run(
     tx: TxEnv,
     bounds: &Bounds,
 ) -> RpcResult<ExecutionResult<HaltReason>> {
-    if tx.gas_limit > UNGUARDED_GAS {
-        return run_with(db, env, tx, bounds, revm::inspector::NoOpInspector);
-    }
     let caller = tx.caller;
-    let outcome = EthEvmFactory::default()
-        .create_evm(db, env.clone())
-        .transact_raw(tx);
-    outcome
-        .map(|r| r.result)
-        .map_err(|e| transaction_error(e, caller))
+    attempt(db, env, tx, bounds)?.map_err(|invalid| refused(&invalid, caller))
 }
 
 /// [`run`] with `inspector` beside the deadline guard.
@@ -65,16 +57,59 @@ fn run_with<'a, I>(
 where
     I: revm::Inspector<alloy_evm::eth::EthEvmContext<&'a mut CallDb>>,
 {
+    let caller = tx.caller;
+    attempt_with(db, env, tx, bounds, inspector)?.map_err(|invalid| refused(&invalid, caller))
+}
+
+/// One run: its result, or why the EVM would not run the transaction at all (kept typed, so
+/// that the gas search can tell a limit below the intrinsic cost from other refusals).
+fn attempt(
+    db: &mut CallDb,
+    env: &EvmEnv,
+    tx: TxEnv,
+    bounds: &Bounds,
+) -> RpcResult<Result<ExecutionResult<HaltReason>, InvalidTransaction>> {
+    if tx.gas_limit > UNGUARDED_GAS {
+        return attempt_with(db, env, tx, bounds, revm::inspector::NoOpInspector);
+    }
+    let caller = tx.caller;
+    match EthEvmFactory::default()
+        .create_evm(db, env.clone())
+        .transact_raw(tx)
+    {
+        Ok(result) => Ok(Ok(result.result)),
+        Err(EVMError::Transaction(invalid)) => Ok(Err(invalid)),
+        Err(other) => Err(transaction_error(other, caller)),
+    }
+}
+
+/// [`attempt`] with `inspector` beside the deadline guard.
+fn attempt_with<'a, I>(
+    db: &'a mut CallDb,
+    env: &EvmEnv,
+    tx: TxEnv,
+    bounds: &Bounds,
+    inspector: I,
+) -> RpcResult<Result<ExecutionResult<HaltReason>, InvalidTransaction>>
+where
+    I: revm::Inspector<alloy_evm::eth::EthEvmContext<&'a mut CallDb>>,
+{
     let mut guard = Guard::new(bounds.deadline, 0, usize::MAX);
     let caller = tx.caller;
     let outcome = EthEvmFactory::default()
         .create_evm_with_inspector(db, env.clone(), (inspector, &mut guard))
         .transact_raw(tx);
     match outcome {
-        Ok(result) => Ok(result.result),
+        Ok(result) => Ok(Ok(result.result)),
         Err(_) if guard.abort == Some(Abort::Deadline) => Err(bounds.timed_out()),
-        Err(e) => Err(transaction_error(e, caller)),
+        Err(EVMError::Transaction(invalid)) => Ok(Err(invalid)),
+        Err(other) => Err(transaction_error(other, caller)),
     }
+}
+
+/// geth's -32000 for a transaction the EVM refuses to run.
+fn refused(invalid: &InvalidTransaction, caller: alloy::primitives::Address) -> RpcError {
+    RpcError::Server(vm_messages::invalid_tx_message(invalid, caller))
 }
 
 /// The answer of eth_call for an execution result.
@@ -170,7 +205,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
     let optimistic = (used + first_refund_hint(&first) + CALL_STIPEND) * 64 / 63;
     if optimistic < hi {
         tx.gas_limit = optimistic;
-        if succeeds(run(&mut db, &env, tx.clone(), &bounds))? {
+        if succeeds(attempt(&mut db, &env, tx.clone(), &bounds)?, tx.caller)? {
             hi = optimistic;
         } else {
             lo = optimistic;
@@ -186,7 +221,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
         }
         let mid = ((hi + lo) / 2).min(lo.saturating_mul(2));
         tx.gas_limit = mid;
-        if succeeds(run(&mut db, &env, tx.clone(), &bounds))? {
+        if succeeds(attempt(&mut db, &env, tx.clone(), &bounds)?, tx.caller)? {
             hi = mid;
         } else {
             lo = mid;
@@ -202,16 +237,18 @@ const ESTIMATE_ERROR_RATIO: f64 = 0.015;
 
 /// Whether a run of the search succeeded; a gas limit under the intrinsic cost or the EIP-7623
 /// floor is a failure to raise the limit from, any other refusal ends the search.
-fn succeeds(run: RpcResult<ExecutionResult<HaltReason>>) -> RpcResult<bool> {
-    match run {
+fn succeeds(
+    attempt: Result<ExecutionResult<HaltReason>, InvalidTransaction>,
+    caller: alloy::primitives::Address,
+) -> RpcResult<bool> {
+    match attempt {
         Ok(ExecutionResult::Success { .. }) => Ok(true),
         Ok(_) => Ok(false),
-        Err(RpcError::Server(msg))
-            if msg.starts_with("intrinsic gas too low") || msg.contains("floor") =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(e),
+        Err(
+            InvalidTransaction::CallGasCostMoreThanGasLimit { .. }
+            | InvalidTransaction::GasFloorMoreThanGasLimit { .. },
+        ) => Ok(false),
+        Err(invalid) => Err(refused(&invalid, caller)),
     }
 }
 
