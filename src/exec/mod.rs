@@ -234,7 +234,9 @@ pub fn run_block(
 }
 
 /// [`run_block`] reading the parent's state through `parent_state` (which must be that state:
-/// the execution witness wraps it to see what the block reads).
+/// the execution witness wraps it to see what the block reads). The parent may be any stored
+/// block, not only the head: the witness re-runs old blocks, and the pre-Byzantium intermediate
+/// roots are computed against whichever state `parent` names.
 #[allow(clippy::too_many_arguments)]
 pub fn run_block_on<D: StateReader>(
     store: &Store,

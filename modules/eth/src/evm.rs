@@ -15,7 +15,7 @@ use revm::{
     primitives::hardfork::SpecId,
     DatabaseRef,
 };
-pub use simnode_api::call::{prepare, type_not_supported, Bounds, CallDb, Prepared};
+use simnode_api::call::{type_not_supported, Bounds, CallDb, Prepared};
 use simnode_api::{
     call::transaction_error,
     guard::{Abort, Guard},

@@ -25,7 +25,9 @@ use alloy::{
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
 use revm::DatabaseRef;
 use serde_json::Value;
-use simnode_api::{BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock};
+use simnode_api::{
+    call, BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock,
+};
 
 /// What `web3_clientVersion` answers.
 pub const CLIENT_VERSION: &str = concat!("simnode/v", env!("CARGO_PKG_VERSION"));
@@ -253,14 +255,14 @@ impl Eth {
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
         block_overrides: Option<BlockOverrides>,
-        f: impl FnOnce(evm::Prepared) -> RpcResult<T> + Send + 'static,
+        f: impl FnOnce(call::Prepared) -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
         let number = self.state_block(block)?;
-        let bounds = evm::Bounds::starting_now(&self.ctx.limits);
+        let bounds = call::Bounds::starting_now(&self.ctx.limits);
         self.run_blocking(move |ctx| {
             let header = ctx.chain.header(number)?.ok_or(RpcError::HeaderNotFound)?;
             let state = ctx.chain.state_at(number)?;
-            f(evm::prepare(
+            f(call::prepare(
                 &ctx.spec,
                 &header,
                 state,
@@ -576,7 +578,7 @@ impl EthApiServer for Eth {
         let overrides = block_overrides.map(|b| *b);
         Ok(self
             .run_call(request, block, state_overrides, overrides, |prepared| {
-                let evm::Prepared {
+                let call::Prepared {
                     mut db,
                     env,
                     tx,
