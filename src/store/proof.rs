@@ -78,11 +78,11 @@ impl Store {
         } = self.state_tables(number)?;
 
         let hashed = hash_address(&address);
-        let (state_root, account_proof) = prove(
+        let (state_root, mut account_proofs) = prove(
             accounts
                 .iter()
                 .map(|(k, a)| (*k, alloy::rlp::encode(trie_account(a)))),
-            hashed,
+            &[hashed],
         );
         if state_root != header.state_root {
             return Err(StoreError::StateRoot {
@@ -91,31 +91,28 @@ impl Store {
                 got: state_root,
             });
         }
+        let account_proof = account_proofs.pop().unwrap_or_default();
 
         let account = accounts.get(&hashed).copied();
         let storage_proof = match account {
             Some(account) if account.storage_root != EMPTY_ROOT_HASH && !keys.is_empty() => {
                 let slots = slots_at(&source, &overlay, &hashed)?;
+                let targets: Vec<B256> = keys.iter().map(|key| keccak256(key.as_b256())).collect();
+                // One build of the storage trie retains the paths to every requested slot.
+                let (root, proofs) = prove(
+                    slots.iter().map(|(k, v)| (*k, alloy::rlp::encode(v))),
+                    &targets,
+                );
+                check_storage_root(address, number, root, account.storage_root)?;
                 keys.iter()
-                    .map(|key| {
-                        let slot = keccak256(key.as_b256());
-                        let leaves = slots
-                            .iter()
-                            .map(|(k, v)| (*k, alloy::rlp::encode(v)));
-                        let (root, proof) = prove(leaves, slot);
-                        if root != account.storage_root {
-                            return Err(StoreError::Corrupt(format!(
-                                "storage root of {address} at block {number}: rebuilt {root}, stored {}",
-                                account.storage_root
-                            )));
-                        }
-                        Ok(EIP1186StorageProof {
-                            key: *key,
-                            value: slots.get(&slot).copied().unwrap_or_default(),
-                            proof,
-                        })
+                    .zip(&targets)
+                    .zip(proofs)
+                    .map(|((key, slot), proof)| EIP1186StorageProof {
+                        key: *key,
+                        value: slots.get(slot).copied().unwrap_or_default(),
+                        proof,
                     })
-                    .collect::<Result<Vec<_>, StoreError>>()?
+                    .collect()
             }
             // No storage: every value is zero and the proof is empty, as geth answers.
             _ => keys
@@ -204,27 +201,51 @@ pub(super) fn slots_at<S: StateSource<Error = StoreError>>(
     Ok(slots)
 }
 
-/// The root of the trie of `leaves` (ascending keys) and the nodes on the path to `target`,
-/// root first.
-fn prove(leaves: impl Iterator<Item = (B256, Vec<u8>)>, target: B256) -> (B256, Vec<Bytes>) {
-    let target = Nibbles::unpack(target);
-    let mut hb = HashBuilder::default().with_proof_retainer(ProofRetainer::new(vec![target]));
+/// The root of the trie of `leaves` (ascending keys) and, for each of `targets`, the nodes on
+/// the path to it, root first.
+fn prove(
+    leaves: impl Iterator<Item = (B256, Vec<u8>)>,
+    targets: &[B256],
+) -> (B256, Vec<Vec<Bytes>>) {
+    let paths: Vec<Nibbles> = targets.iter().map(|t| Nibbles::unpack(t)).collect();
+    let mut hb = HashBuilder::default().with_proof_retainer(ProofRetainer::new(paths.clone()));
     let mut any = false;
     for (key, value) in leaves {
         any = true;
         hb.add_leaf(Nibbles::unpack(key), &value);
     }
     if !any {
-        return (EMPTY_ROOT_HASH, Vec::new());
+        return (EMPTY_ROOT_HASH, vec![Vec::new(); targets.len()]);
     }
     let root = hb.root();
-    let proof = hb
-        .take_proof_nodes()
-        .matching_nodes_sorted(&target)
-        .into_iter()
-        .map(|(_, node)| node)
+    let nodes = hb.take_proof_nodes();
+    let proofs = paths
+        .iter()
+        .map(|path| {
+            nodes
+                .matching_nodes_sorted(path)
+                .into_iter()
+                .map(|(_, node)| node)
+                .collect()
+        })
         .collect();
-    (root, proof)
+    (root, proofs)
+}
+
+/// A storage trie rebuilt from the tables must have the root its account stores; anything else
+/// means the database is damaged, and an answer built from it would not verify.
+pub(super) fn check_storage_root(
+    address: Address,
+    number: u64,
+    rebuilt: B256,
+    stored: B256,
+) -> Result<(), StoreError> {
+    if rebuilt == stored {
+        return Ok(());
+    }
+    Err(StoreError::Corrupt(format!(
+        "storage root of {address} at block {number}: rebuilt {rebuilt}, stored {stored}"
+    )))
 }
 
 pub(super) fn trie_account(a: &StoredAccount) -> TrieAccount {

@@ -15,7 +15,7 @@ use simnode_api::StateChanges;
 
 use super::{
     codec::hash_address,
-    proof::{slots_at, trie_account, StateTables},
+    proof::{check_storage_root, slots_at, trie_account, StateTables},
     Store, StoreError,
 };
 use crate::exec::witness::Reads;
@@ -90,12 +90,7 @@ impl Store {
                 .map(|(k, _)| *k);
             let leaves = stored.iter().map(|(k, v)| (*k, alloy::rlp::encode(v)));
             let root = walked_nodes(leaves, &read, &deleted, created, &mut nodes);
-            if root != account.storage_root {
-                return Err(StoreError::Corrupt(format!(
-                    "storage root of {address} at block {number}: rebuilt {root}, stored {}",
-                    account.storage_root
-                )));
-            }
+            check_storage_root(*address, number, root, account.storage_root)?;
         }
         Ok(nodes.into_iter().collect())
     }
