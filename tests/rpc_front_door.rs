@@ -434,6 +434,35 @@ async fn content_type_and_body_size() {
     let reply = node.post(&path, &big).await;
     assert_eq!(reply.status, 413);
     assert_eq!(reply.error_code(), -32007);
+
+    // A body without a declared length is cut off at the limit too.
+    let mut stream = tokio::net::TcpStream::connect(node.addr())
+        .await
+        .expect("connect");
+    let chunk = "z".repeat(600);
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         transfer-encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
+        len = chunk.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+        .await
+        .expect("write");
+    // Read until the error's code arrives, the server closes, or five seconds pass.
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("-32007") {
+            match tokio::io::AsyncReadExt::read(&mut stream, &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("-32007"), "{answer}");
     node.server.stop();
 }
 
@@ -521,6 +550,44 @@ async fn json_rpc_conformance() {
             {"jsonrpc": "2.0", "id": "a", "result": 3},
             {"jsonrpc": "2.0", "id": "b", "error": {"code": -32601, "message": "Method not found"}}
         ])
+    );
+
+    // Any JSON number (or a bool, as geth takes) is an id, answered as the client wrote it,
+    // though jsonrpsee holds only u64 ids; an array or object id is an invalid request.
+    for id in ["-1", "1.5", "1e2", "18446744073709551616", "true"] {
+        let reply = node
+            .post(
+                &path,
+                &format!(r#" {{"jsonrpc":"2.0","id":{id},"method":"test_add","params":[1,2]}}"#),
+            )
+            .await;
+        assert_eq!(
+            reply.text,
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":3}}"#),
+            "{id}"
+        );
+    }
+    for id in ["[1]", r#"{"a":1}"#] {
+        let reply = node
+            .post(
+                &path,
+                &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"test_add","params":[1,2]}}"#),
+            )
+            .await;
+        assert_eq!(reply.error_code(), -32600, "{id}: {reply:?}");
+        assert_eq!(reply.json()["id"], Value::Null, "{id}: {reply:?}");
+    }
+    let batch = node
+        .post(
+            &path,
+            r#"[{"jsonrpc":"2.0","id":-7,"method":"test_add","params":[1,2]},
+                {"jsonrpc":"2.0","id":[],"method":"test_add","params":[1,2]},
+                {"jsonrpc":"2.0","id":7,"method":"test_add","params":[2,2]}]"#,
+        )
+        .await;
+    assert_eq!(
+        batch.text,
+        r#"[{"jsonrpc":"2.0","id":-7,"result":3},{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request"}},{"jsonrpc":"2.0","id":7,"result":4}]"#
     );
 
     // Over the batch limit: one error for the whole batch.

@@ -15,13 +15,19 @@ use std::{
     task::{Context, Poll},
 };
 
+use bytes::Bytes;
 use http::{header, Method, Request};
-use jsonrpsee::{core::BoxError, server::HttpResponse};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use jsonrpsee::{
+    core::BoxError,
+    server::{HttpBody, HttpResponse},
+};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{
     backend::KeyBackend,
     error::{retry_after_header, FrontDoorError},
+    ids,
     keys::KeyEntry,
     metrics, workers,
 };
@@ -222,14 +228,63 @@ fn reject(err: FrontDoorError) -> BoxFuture {
     Box::pin(async move { Ok(response) })
 }
 
+/// Why a request body could not be read.
+enum BodyError {
+    TooLarge,
+    Stream(BoxError),
+}
+
+/// The whole body, at most `limit` bytes of it.
+async fn read_body<B>(body: B, limit: u32) -> Result<Bytes, BodyError>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    match Limited::new(body, limit as usize).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.is::<LengthLimitError>() => Err(BodyError::TooLarge),
+        Err(err) => Err(BodyError::Stream(err)),
+    }
+}
+
+/// Whether a body holds a batch (a JSON array) rather than a single request.
+fn is_batch(body: &[u8]) -> bool {
+    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+}
+
+/// Sends `body` on with the request's head and, for a rewritten body, puts the client's ids
+/// back into the answer.
+async fn dispatch<S>(
+    inner: &mut S,
+    parts: http::request::Parts,
+    body: Bytes,
+    rewrite: Option<&ids::Rewrite>,
+) -> Result<HttpResponse, BoxError>
+where
+    S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>,
+{
+    let response = inner
+        .call(Request::from_parts(parts, HttpBody::new(Full::new(body))))
+        .await?;
+    let Some(rewrite) = rewrite else {
+        return Ok(response);
+    };
+    let (mut parts, body) = response.into_parts();
+    let answer = body.collect().await?.to_bytes();
+    let answer = rewrite.restore(&String::from_utf8_lossy(&answer));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok(HttpResponse::from_parts(parts, HttpBody::from(answer)))
+}
+
 impl<S, B> tower::Service<Request<B>> for FrontDoor<S>
 where
-    S: tower::Service<Request<B>, Response = HttpResponse, Error = BoxError>
+    S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>
         + Clone
         + Send
         + 'static,
     S::Future: Send + 'static,
-    B: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
 {
     type Response = HttpResponse;
     type Error = BoxError;
@@ -261,16 +316,63 @@ where
                 Err(err) => return reject(err).await,
             };
 
-            match transport {
+            req.extensions_mut().insert(entry.id.clone());
+            req.extensions_mut().insert(AuthedKey(entry));
+            req.extensions_mut().insert(transport);
+
+            let mut response = match transport {
                 Transport::Http => {
                     if !is_json(&req) {
                         return reject(FrontDoorError::UnsupportedContentType).await;
                     }
-                    // Refuse a declared oversize body before reading it; jsonrpsee still enforces
-                    // the limit on bodies without a length (chunked) while reading.
+                    // Refuse a declared oversize body before reading it.
                     let limit = shared.max_request_body_size;
                     if content_length(&req).is_some_and(|len| len > u64::from(limit)) {
                         return reject(FrontDoorError::BodyTooLarge { limit }).await;
+                    }
+                    let (parts, body) = req.into_parts();
+                    let body = match read_body(body, limit).await {
+                        Ok(body) => body,
+                        Err(BodyError::TooLarge) => {
+                            return reject(FrontDoorError::BodyTooLarge { limit }).await
+                        }
+                        Err(BodyError::Stream(err)) => return Err(err),
+                    };
+                    // Request ids jsonrpsee would drop (see `ids`): a batch is checked before it
+                    // goes on, a single request only if it came back unanswered.
+                    if is_batch(&body) {
+                        let rewrite = ids::fix_batch(&body);
+                        let sent = rewrite
+                            .as_ref()
+                            .map_or_else(|| body.clone(), |r| Bytes::from(r.body.clone()));
+                        dispatch(&mut inner, parts, sent, rewrite.as_ref()).await?
+                    } else {
+                        // What a second dispatch needs of the head, kept without cloning it
+                        // (an ordinary request never needs it).
+                        let (uri, key) = (
+                            parts.uri.clone(),
+                            parts.extensions.get::<AuthedKey>().cloned(),
+                        );
+                        let response = dispatch(&mut inner, parts, body.clone(), None).await?;
+                        let unanswered = response.extensions().get::<NoAnswer>().is_some();
+                        match unanswered.then(|| ids::fix_single(&body)).flatten() {
+                            Some(rewrite) => {
+                                let mut head = Request::post(uri)
+                                    .header(header::CONTENT_TYPE, "application/json")
+                                    .body(())?
+                                    .into_parts()
+                                    .0;
+                                if let Some(key) = key {
+                                    head.extensions.insert(key.0.id.clone());
+                                    head.extensions.insert(key);
+                                }
+                                head.extensions.insert(Transport::Http);
+                                let sent = Bytes::from(rewrite.body.clone());
+                                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+                                dispatch(&mut inner, head, sent, Some(&rewrite)).await?
+                            }
+                            None => response,
+                        }
                     }
                 }
                 Transport::Ws => {
@@ -281,14 +383,9 @@ where
                         .await;
                     };
                     req.extensions_mut().insert(Arc::new(WsSlot::new(permit)));
+                    inner.call(req.map(HttpBody::new)).await?
                 }
-            }
-
-            req.extensions_mut().insert(entry.id.clone());
-            req.extensions_mut().insert(AuthedKey(entry));
-            req.extensions_mut().insert(transport);
-
-            let mut response = inner.call(req).await?;
+            };
             if let Some(LimitedMarker(err)) = response.extensions_mut().remove::<LimitedMarker>() {
                 *response.status_mut() = err.status();
                 if let Some(after) = err.retry_after() {

@@ -29,6 +29,7 @@
 pub mod backend;
 pub mod error;
 pub mod http_layer;
+pub mod ids;
 pub mod keys;
 pub mod limiter;
 pub mod logging;
