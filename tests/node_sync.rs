@@ -220,6 +220,32 @@ fn node_at_merge(
     (node, blocks[merge..].to_vec(), requests)
 }
 
+/// The `engine_newPayloadV*` request a consensus client sends for `block` (its fork picks the
+/// version), carrying the block's EIP-7685 `requests` from Prague on.
+fn new_payload_request(block: &Block<TxEnvelope>, requests: &[alloy::primitives::Bytes]) -> Value {
+    let (payload, sidecar) =
+        ExecutionPayload::from_block_unchecked(block.header.hash_slow(), block);
+    match &payload {
+        ExecutionPayload::V1(p) => {
+            json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV1","params":[p]})
+        }
+        ExecutionPayload::V2(p) => {
+            json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV2","params":[p]})
+        }
+        ExecutionPayload::V3(p) => {
+            let cancun = sidecar.cancun().expect("cancun fields");
+            if block.header.requests_hash.is_some() {
+                json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV4",
+                    "params":[p, cancun.versioned_hashes, cancun.parent_beacon_block_root, requests]})
+            } else {
+                json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV3",
+                    "params":[p, cancun.versioned_hashes, cancun.parent_beacon_block_root]})
+            }
+        }
+        ExecutionPayload::V4(_) => panic!("no Amsterdam payloads in this chain"),
+    }
+}
+
 #[test]
 fn engine_api_replay_gives_the_same_head_as_import() {
     let (node, post_merge, requests) = node_at_merge("engine");
@@ -230,26 +256,7 @@ fn engine_api_replay_gives_the_same_head_as_import() {
     for (block, requests) in post_merge.into_iter().zip(requests) {
         let hash = block.header.hash_slow();
         let number = block.header.number;
-        let (payload, sidecar) = ExecutionPayload::from_block_unchecked(hash, &block);
-        let request = match &payload {
-            ExecutionPayload::V1(p) => {
-                json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV1","params":[p]})
-            }
-            ExecutionPayload::V2(p) => {
-                json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV2","params":[p]})
-            }
-            ExecutionPayload::V3(p) => {
-                let cancun = sidecar.cancun().expect("cancun fields");
-                if block.header.requests_hash.is_some() {
-                    json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV4",
-                        "params":[p, cancun.versioned_hashes, cancun.parent_beacon_block_root, requests]})
-                } else {
-                    json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV3",
-                        "params":[p, cancun.versioned_hashes, cancun.parent_beacon_block_root]})
-                }
-            }
-            ExecutionPayload::V4(_) => panic!("no Amsterdam payloads in this chain"),
-        };
+        let request = new_payload_request(&block, &requests);
         let (status, body) = node.engine_raw(&request.to_string());
         assert_eq!(status, 200, "{body}");
         let v: Value = serde_json::from_str(&body).expect("json");
@@ -317,4 +324,141 @@ fn engine_api_refuses_bad_tokens_and_reports_unknown_parents() {
     let (_, answer) = node.engine_raw(&req.to_string());
     let v: Value = serde_json::from_str(&answer).expect("json");
     assert_eq!(v["result"]["status"], "INVALID", "{v}");
+}
+
+/// Copies of `block` that are wrong in one way each, re-hashed so that the hash matches the
+/// contents and only validation or execution can tell. Every one must be refused.
+fn corrupted(block: &Block<TxEnvelope>) -> Vec<(&'static str, Block<TxEnvelope>)> {
+    let with = |what: &'static str, change: &dyn Fn(&mut Block<TxEnvelope>)| {
+        let mut b = block.clone();
+        change(&mut b);
+        (what, b)
+    };
+    let mut out = vec![
+        with("state root", &|b| {
+            b.header.state_root = B256::repeat_byte(0x11)
+        }),
+        with("receipts root", &|b| {
+            b.header.receipts_root = B256::repeat_byte(0x22)
+        }),
+        with("gas used", &|b| b.header.gas_used += 1),
+        with("logs bloom", &|b| b.header.logs_bloom.0[7] ^= 0x40),
+        with("timestamp not after the parent's", &|b| {
+            b.header.timestamp -= 12;
+        }),
+        with("gas limit past the 1/1024 step", &|b| {
+            b.header.gas_limit += b.header.gas_limit / 512
+        }),
+        with("base fee", &|b| {
+            b.header.base_fee_per_gas = b.header.base_fee_per_gas.map(|f| f + 1)
+        }),
+        with("extra data over 32 bytes", &|b| {
+            b.header.extra_data = vec![7u8; 33].into()
+        }),
+    ];
+    if !block.body.transactions.is_empty() {
+        out.push(with("a transaction left out", &|b| {
+            b.body.transactions.pop();
+            b.header.transactions_root =
+                alloy::consensus::proofs::calculate_transaction_root(&b.body.transactions);
+        }));
+        out.push(with("transactions swapped", &|b| {
+            b.body.transactions.reverse();
+            b.header.transactions_root =
+                alloy::consensus::proofs::calculate_transaction_root(&b.body.transactions);
+        }));
+    }
+    if let Some(withdrawals) = &block.body.withdrawals {
+        let mut more = withdrawals.clone();
+        more.push(alloy::eips::eip4895::Withdrawal {
+            index: 999,
+            validator_index: 1,
+            address: alloy::primitives::Address::repeat_byte(0x99),
+            amount: 1,
+        });
+        let root = alloy::consensus::proofs::calculate_withdrawals_root(&more);
+        out.push(with("a withdrawal added", &move |b| {
+            b.body.withdrawals = Some(more.clone());
+            b.header.withdrawals_root = Some(root);
+        }));
+    }
+    // A swap of two transactions gives the same list when there is one, or two alike.
+    out.retain(|(_, b)| b.header.hash_slow() != block.header.hash_slow());
+    out
+}
+
+#[test]
+fn engine_api_refuses_corrupted_payloads_and_keeps_the_chain() {
+    let (node, post_merge, requests) = node_at_merge("engine-corrupt");
+    let mut refused = 0;
+    let mut parent = post_merge[0].header.parent_hash;
+    for (block, requests) in post_merge.iter().zip(&requests) {
+        let number = block.header.number;
+        for (what, bad) in corrupted(block) {
+            let mut request = new_payload_request(&bad, requests);
+            let (status, body) = node.engine_raw(&request.to_string());
+            assert_eq!(status, 200, "{body}");
+            let v: Value = serde_json::from_str(&body).expect("json");
+            assert_eq!(
+                v["result"]["status"], "INVALID",
+                "block {number}, {what}: {v}"
+            );
+            // The parent when the block could be built, none when its contents cannot make one.
+            let latest_valid = if what == "extra data over 32 bytes" {
+                Value::Null
+            } else {
+                json!(parent)
+            };
+            assert_eq!(
+                v["result"]["latestValidHash"], latest_valid,
+                "block {number}, {what}"
+            );
+            refused += 1;
+            // The same block again gets the same answer, without being stored in between.
+            request["id"] = json!(2);
+            let (_, again) = node.engine_raw(&request.to_string());
+            let again: Value = serde_json::from_str(&again).expect("json");
+            assert_eq!(
+                again["result"]["status"], "INVALID",
+                "block {number}, {what}"
+            );
+        }
+        // A transaction that does not decode: no block to hash or run.
+        if !block.body.transactions.is_empty() {
+            let mut request = new_payload_request(block, requests);
+            request["params"][0]["transactions"][0] = json!("0x02ff");
+            let (_, body) = node.engine_raw(&request.to_string());
+            let v: Value = serde_json::from_str(&body).expect("json");
+            assert_eq!(v["result"]["status"], "INVALID", "block {number}: {v}");
+            assert_eq!(v["result"]["latestValidHash"], Value::Null, "{v}");
+        }
+        let hash = block.header.hash_slow();
+        let (_, body) = node.engine_raw(&new_payload_request(block, requests).to_string());
+        let v: Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(v["result"]["status"], "VALID", "block {number}: {v}");
+        parent = hash;
+    }
+    assert!(refused > 8 * post_merge.len(), "{refused} refusals");
+
+    let fcu =
+        std::fs::read_to_string(conformance_dir().join("headfcu.json")).expect("headfcu.json");
+    let (_, body) = node.engine_raw(&fcu);
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["result"]["payloadStatus"]["status"], "VALID", "{v}");
+    // Every block is the real one, with the real receipts.
+    for block in &post_merge {
+        let tag = format!("{:#x}", block.header.number);
+        let stored = node.result("eth_getBlockByNumber", json!([tag, false]));
+        assert_eq!(stored["hash"], json!(block.header.hash_slow()), "{tag}");
+        let receipts = node.result("eth_getBlockReceipts", json!([tag]));
+        assert_eq!(
+            receipts.as_array().map(Vec::len),
+            Some(block.body.transactions.len()),
+            "{tag}"
+        );
+    }
+    assert_eq!(
+        node.result("eth_getBlockByNumber", json!(["latest", false]))["hash"],
+        HEAD_54
+    );
 }

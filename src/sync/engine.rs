@@ -19,8 +19,8 @@ use std::{net::SocketAddr, sync::Arc};
 
 use alloy::rpc::types::engine::{
     CancunPayloadFields, ExecutionPayload, ExecutionPayloadSidecar, ExecutionPayloadV1,
-    ExecutionPayloadV2, ExecutionPayloadV3, ForkchoiceState, ForkchoiceUpdated, PayloadStatus,
-    PayloadStatusEnum, PraguePayloadFields,
+    ExecutionPayloadV2, ExecutionPayloadV3, ForkchoiceState, ForkchoiceUpdated, PayloadError,
+    PayloadStatus, PayloadStatusEnum, PraguePayloadFields,
 };
 use alloy::{
     consensus::{Block, Transaction, TxEnvelope},
@@ -63,6 +63,15 @@ pub struct EngineApi {
 
 fn invalid_params(msg: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-32602, msg.into(), None::<()>)
+}
+
+/// A payload whose contents cannot make a block (extra data over 32 bytes, a base fee past 256
+/// bits, a transaction that does not decode): INVALID, as geth and reth answer, with no latest
+/// valid hash since the block cannot even be hashed (as for a block hash mismatch).
+fn malformed(err: PayloadError) -> PayloadStatus {
+    PayloadStatus::from_status(PayloadStatusEnum::Invalid {
+        validation_error: err.to_string(),
+    })
 }
 
 fn invalid_forkchoice() -> ErrorObjectOwned {
@@ -320,10 +329,10 @@ impl EngineApi {
         m.register_blocking_method("engine_newPayloadV1", |params, api, _| {
             let (payload,): (ExecutionPayloadV1,) = params.parse()?;
             let hash = payload.block_hash;
-            let block = payload
-                .try_into_block::<TxEnvelope>()
-                .map_err(|e| invalid_params(e.to_string()))?;
-            api.new_payload(block, hash)
+            match payload.try_into_block::<TxEnvelope>() {
+                Ok(block) => api.new_payload(block, hash),
+                Err(err) => Ok(malformed(err)),
+            }
         })?;
         m.register_blocking_method("engine_newPayloadV2", |params, api, _| {
             let (payload,): (serde_json::Value,) = params.parse()?;
@@ -340,10 +349,12 @@ impl EngineApi {
                 )
             };
             let hash = payload.block_hash();
-            let block = payload
+            match payload
                 .try_into_block_with_sidecar::<TxEnvelope>(&ExecutionPayloadSidecar::none())
-                .map_err(|e| invalid_params(e.to_string()))?;
-            api.new_payload(block, hash)
+            {
+                Ok(block) => api.new_payload(block, hash),
+                Err(err) => Ok(malformed(err)),
+            }
         })?;
         m.register_blocking_method("engine_newPayloadV3", |params, api, _| {
             let (payload, hashes, beacon_root): (ExecutionPayloadV3, Vec<B256>, B256) =
@@ -388,9 +399,10 @@ impl EngineApi {
     ) -> Result<PayloadStatus, ErrorObjectOwned> {
         let hash = payload.block_hash();
         let expected_hashes = sidecar.versioned_hashes().cloned().unwrap_or_default();
-        let block = payload
-            .try_into_block_with_sidecar::<TxEnvelope>(&sidecar)
-            .map_err(|e| invalid_params(e.to_string()))?;
+        let block = match payload.try_into_block_with_sidecar::<TxEnvelope>(&sidecar) {
+            Ok(block) => block,
+            Err(err) => return Ok(malformed(err)),
+        };
         let got: Vec<B256> = block
             .body
             .transactions
