@@ -11,7 +11,7 @@ use alloy::{
     consensus::{transaction::Recovered, Transaction, TxEnvelope},
     primitives::{Address, B256},
 };
-use simnode_api::{RpcError, RpcResult, TxPool};
+use simnode_api::{events::EventSender, PoolEvent, RpcError, RpcResult, TxPool};
 use tokio::sync::Notify;
 
 /// Most transactions kept at once; beyond it new ones are refused rather than memory growing.
@@ -35,6 +35,8 @@ pub struct Pool {
     inner: Mutex<Inner>,
     /// Woken on every insert: the dev miner waits on it.
     pub added: Notify,
+    /// Every accepted transaction, for `eth_subscribe("newPendingTransactions")`.
+    events: EventSender<PoolEvent>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -138,6 +140,9 @@ impl TxPool for Pool {
                 .entry(sender)
                 .or_default()
                 .insert(nonce, hash);
+            if self.events.has_subscribers() {
+                self.events.send(std::sync::Arc::new(tx.clone()));
+            }
             inner.by_hash.insert(hash, tx);
         }
         self.added.notify_one();
@@ -162,6 +167,10 @@ impl TxPool for Pool {
 
     fn get(&self, hash: &B256) -> Option<Recovered<TxEnvelope>> {
         self.lock().by_hash.get(hash).cloned()
+    }
+
+    fn pool_events(&self) -> tokio::sync::broadcast::Receiver<PoolEvent> {
+        self.events.subscribe()
     }
 
     fn next_nonce(&self, sender: &Address, state_nonce: u64) -> u64 {

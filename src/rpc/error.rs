@@ -63,6 +63,9 @@ pub enum FrontDoorError {
     TooManyWsConnections { max: usize },
     #[error("the method {method} is not available on {network}")]
     MethodNotAvailable { method: String, network: String },
+    /// A subscription method over HTTP, which cannot carry its notifications (geth's answer).
+    #[error("notifications not supported")]
+    NotificationsUnsupported,
     #[error("key service unavailable")]
     KeyBackendUnavailable,
 }
@@ -79,7 +82,7 @@ impl FrontDoorError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             // Method-level errors travel inside a normal JSON-RPC answer.
-            Self::MethodNotAvailable { .. } => StatusCode::OK,
+            Self::MethodNotAvailable { .. } | Self::NotificationsUnsupported => StatusCode::OK,
         }
     }
 
@@ -91,7 +94,9 @@ impl FrontDoorError {
             Self::RateLimited { .. }
             | Self::QuotaExceeded { .. }
             | Self::TooManyWsConnections { .. } => LIMIT_EXCEEDED_CODE,
-            Self::MethodNotAvailable { .. } => METHOD_NOT_FOUND_CODE,
+            Self::MethodNotAvailable { .. } | Self::NotificationsUnsupported => {
+                METHOD_NOT_FOUND_CODE
+            }
             Self::KeyBackendUnavailable => INTERNAL_ERROR_CODE,
         }
     }

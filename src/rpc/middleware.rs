@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Instant};
 
 use jsonrpsee::{
     core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT},
-    server::{BatchResponseBuilder, MethodResponse, Methods},
+    server::{BatchResponseBuilder, MethodCallback, MethodResponse, Methods},
     types::{error::INVALID_PARAMS_CODE, ErrorObjectOwned, Request},
 };
 
@@ -164,7 +164,17 @@ where
         // Kept for naming the parameter of a -32602 (borrowed from the body: no copy).
         let params = request.params.clone();
         let id = request.id.clone();
-        let mut response = match shared.policy.check(&method) {
+        let subscription = matches!(
+            shared.methods.method(&method),
+            Some(MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_))
+        );
+        let allowed = match shared.policy.check(&method) {
+            Ok(()) if subscription && transport == Transport::Http => {
+                Err(FrontDoorError::NotificationsUnsupported)
+            }
+            other => other,
+        };
+        let mut response = match allowed {
             Err(err) => MethodResponse::error(request.id().into_owned(), err.to_error_object()),
             Ok(()) => match shared.max_params.check(&method, params.as_deref()) {
                 Err(err) => MethodResponse::error(request.id().into_owned(), err),

@@ -339,6 +339,7 @@ pub async fn start(
         .max_request_body_size(config.max_request_size)
         .max_response_body_size(config.max_response_size)
         .max_connections(config.max_connections)
+        .set_id_provider(HexSubscriptionIds)
         .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch_size));
     server_config = match config.ws_ping_interval {
         Some(every) => server_config.enable_ws_ping(
@@ -406,6 +407,25 @@ pub async fn start(
         refresh,
         workers,
     })
+}
+
+/// Subscription ids as geth makes them: `0x` and 32 random hex digits.
+#[derive(Debug)]
+struct HexSubscriptionIds;
+
+impl jsonrpsee::server::IdProvider for HexSubscriptionIds {
+    fn next_id(&self) -> jsonrpsee::types::SubscriptionId<'static> {
+        let mut bytes = [0u8; 16];
+        if getrandom::fill(&mut bytes).is_err() {
+            // No randomness from the OS (never seen): the clock's nanoseconds are unique enough
+            // for ids that need only differ between one connection's subscriptions.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            bytes = nanos.to_be_bytes();
+        }
+        jsonrpsee::types::SubscriptionId::Str(alloy::primitives::hex::encode_prefixed(bytes).into())
+    }
 }
 
 /// The front door's layers around jsonrpsee's services (see [`start`]).

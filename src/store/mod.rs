@@ -29,7 +29,9 @@ use alloy::{
     rlp::{Decodable, Encodable},
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
-use simnode_api::{ChainHead, ChainSpec, StateChanges};
+use simnode_api::{
+    events::EventSender, BlockEvent, ChainEvent, ChainHead, ChainSpec, StateChanges, StoredBlock,
+};
 
 use codec::{changeset_key, hash_address, hash_slot, history_key, storage_key, StoredAccount};
 pub use state::HistoricalState;
@@ -138,6 +140,8 @@ pub struct Store {
     head: RwLock<ChainHead>,
     spec: Arc<ChainSpec>,
     snapshots: snapshot::Snapshots,
+    /// Blocks joining and leaving the canonical chain, for `eth_subscribe`.
+    events: EventSender<ChainEvent>,
 }
 
 impl std::fmt::Debug for Store {
@@ -170,6 +174,7 @@ impl Store {
                     head: RwLock::new(ChainHead::default()),
                     spec: spec.clone(),
                     snapshots: Default::default(),
+                    events: Default::default(),
                 };
                 let alloc =
                     alloc.ok_or_else(|| StoreError::NoGenesisAlloc(store.spec.name.clone()))?;
@@ -190,6 +195,7 @@ impl Store {
             head: RwLock::new(ChainHead::default()),
             spec,
             snapshots: Default::default(),
+            events: Default::default(),
         };
         let genesis_hash = store.spec.genesis_header.hash();
         match store.canonical_hash_raw(0)? {
@@ -308,7 +314,22 @@ impl Store {
         }
         self.commit(tx)?;
         self.head.write().unwrap_or_else(|e| e.into_inner()).latest = number;
+        if self.events.has_subscribers() {
+            self.events.send(ChainEvent::Added(Arc::new(BlockEvent {
+                block: StoredBlock {
+                    header: block.header.clone(),
+                    body: block.body.clone(),
+                    senders: block.senders.clone(),
+                },
+                receipts: block.receipts.clone(),
+            })));
+        }
         Ok(())
+    }
+
+    /// Changes of the canonical chain from now on.
+    pub fn chain_events(&self) -> tokio::sync::broadcast::Receiver<ChainEvent> {
+        self.events.subscribe()
     }
 
     /// Turns address-keyed changes into a hashed overlay and stores new bytecode on the way
@@ -485,6 +506,9 @@ impl Store {
     pub fn unwind_to(&self, target: u64) -> Result<Vec<SealedBlock>, StoreError> {
         let tx = self.db.begin_write()?;
         let mut unwound = Vec::new();
+        // Senders and receipts of the unwound blocks, kept only when someone subscribed.
+        let mut left = Vec::new();
+        let announce = self.events.has_subscribers();
         {
             let mut meta = tx.open_table(META)?;
             let head = meta.get(META_HEAD)?.map(|v| v.value()).unwrap_or(0);
@@ -523,8 +547,23 @@ impl Store {
                     .map_err(|e| StoreError::Corrupt(format!("body {number}: {e}")))?
                     .unwrap_or_default();
                 hash_to_number.remove(hash.as_slice())?;
-                senders.remove(number)?;
-                receipts.remove(number)?;
+                let block_senders = senders.remove(number)?.map(|v| {
+                    v.value()
+                        .chunks_exact(20)
+                        .map(Address::from_slice)
+                        .collect::<Vec<_>>()
+                });
+                let block_receipts = receipts
+                    .remove(number)?
+                    .map(|v| Vec::<ReceiptEnvelope>::decode(&mut v.value()))
+                    .transpose()
+                    .map_err(|e| StoreError::Corrupt(format!("receipts {number}: {e}")))?;
+                if announce {
+                    left.push((
+                        block_senders.unwrap_or_default(),
+                        block_receipts.unwrap_or_default(),
+                    ));
+                }
                 requests.remove(number)?;
                 for t in &body.transactions {
                     let h = t.trie_hash();
@@ -546,6 +585,16 @@ impl Store {
         }
         self.commit(tx)?;
         self.reload_head()?;
+        for ((header, body), (senders, receipts)) in unwound.iter().zip(left).rev() {
+            self.events.send(ChainEvent::Removed(Arc::new(BlockEvent {
+                block: StoredBlock {
+                    header: header.clone(),
+                    body: body.clone(),
+                    senders,
+                },
+                receipts,
+            })));
+        }
         Ok(unwound)
     }
 

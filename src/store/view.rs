@@ -110,6 +110,10 @@ impl ChainView for Store {
         Ok(Store::block(self, number)?.map(Arc::new))
     }
 
+    fn chain_events(&self) -> tokio::sync::broadcast::Receiver<simnode_api::ChainEvent> {
+        Store::chain_events(self)
+    }
+
     fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {
         Ok(Store::receipts(self, number)?.map(Arc::new))
     }

@@ -18,6 +18,12 @@ pub trait TxPool: Send + Sync {
     /// The next nonce of `sender` counting its pending transactions, if it has any.
     fn pending_nonce(&self, sender: &Address) -> Option<u64>;
 
+    /// Transactions entering the pool from now on (see [`crate::events`]). Pools that do not
+    /// announce them have none: the receiver reports the channel closed.
+    fn pool_events(&self) -> tokio::sync::broadcast::Receiver<crate::PoolEvent> {
+        tokio::sync::broadcast::channel(1).1
+    }
+
     /// The nonce `sender`'s next transaction should use, given its nonce in the latest state:
     /// past the pending transactions that follow on from it without a gap (a transaction behind a
     /// gap cannot be mined yet, so it does not count).

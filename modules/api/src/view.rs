@@ -106,6 +106,12 @@ pub trait ChainView: Send + Sync {
         ))
     }
 
+    /// Changes of the canonical chain from now on (see [`crate::events`]). Views that never
+    /// change have none: the receiver reports the channel closed.
+    fn chain_events(&self) -> tokio::sync::broadcast::Receiver<crate::ChainEvent> {
+        tokio::sync::broadcast::channel(1).1
+    }
+
     /// Resolves a block parameter to a canonical block number; `Ok(None)` when there is no
     /// such block (a future number, an unknown hash, or safe/finalized not yet set).
     /// `pending` is served as `latest`.

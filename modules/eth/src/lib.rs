@@ -8,6 +8,7 @@ mod config;
 mod evm;
 mod fees;
 mod logs;
+mod pubsub;
 mod send;
 
 use std::sync::Arc;
@@ -743,11 +744,18 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_config", 0),
     ("eth_capabilities", 0),
     ("eth_getProof", 3),
+    ("eth_subscribe", 2),
+    ("eth_unsubscribe", 1),
 ];
 
 /// The module the node registers.
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
-    Eth::new(ctx).into_rpc().into()
+    use pubsub::EthPubSubApiServer;
+    let mut module = Eth::new(ctx.clone()).into_rpc().remove_context();
+    module
+        .merge(pubsub::EthPubSub::new(ctx).into_rpc().remove_context())
+        .expect("eth_subscribe and eth_unsubscribe are not among the eth methods");
+    module.into()
 }
 
 #[cfg(test)]

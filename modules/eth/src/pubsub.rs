@@ -1,0 +1,260 @@
+//! `eth_subscribe` / `eth_unsubscribe` over WebSocket: new heads, logs and pending transactions,
+//! pushed as `eth_subscription` notifications the way geth sends them.
+//!
+//! - `newHeads`: the header of every block that becomes the head, in order (after a reorg, the
+//!   new branch's blocks one by one).
+//! - `logs` with an optional `{address, topics}` filter: the matching logs of every block that
+//!   becomes canonical, and the same logs again with `removed: true` when a block leaves the
+//!   canonical chain.
+//! - `newPendingTransactions`: the hash of every transaction the pool accepts, or the whole
+//!   transaction with the second param `true`.
+//!
+//! A subscriber too slow to keep up with [`simnode_api::events::EVENTS_KEPT`] events is not left
+//! believing it saw everything: its subscription ends with an error notification. Over HTTP
+//! there is nothing to push to, and the method answers geth's -32601 "notifications not
+//! supported".
+
+use alloy::{
+    primitives::U256,
+    rpc::types::{Filter, Header as RpcHeader, Transaction, TransactionInfo},
+};
+use jsonrpsee::{
+    core::SubscriptionResult, proc_macros::rpc, server::SubscriptionMessage,
+    types::ErrorObjectOwned, PendingSubscriptionSink, SubscriptionSink,
+};
+use serde::Serialize;
+use serde_json::Value;
+use simnode_api::{BlockEvent, ChainEvent, ModuleContext, RpcError};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+#[rpc(server)]
+pub trait EthPubSubApi {
+    #[subscription(name = "eth_subscribe" => "eth_subscription", unsubscribe = "eth_unsubscribe", item = Value)]
+    async fn subscribe(&self, kind: String, params: Option<Value>) -> SubscriptionResult;
+}
+
+/// What a subscription follows.
+#[derive(Debug)]
+enum Kind {
+    NewHeads,
+    Logs(Box<Filter>),
+    PendingTransactions { full: bool },
+}
+
+fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
+    let params = params.filter(|p| !p.is_null());
+    match kind {
+        "newHeads" => match params {
+            None => Ok(Kind::NewHeads),
+            Some(_) => Err(RpcError::invalid_params("newHeads takes no parameters")),
+        },
+        "logs" => {
+            let params = params.unwrap_or_else(|| Value::Object(Default::default()));
+            if let Some(obj) = params.as_object() {
+                // Live logs have no range: geth refuses one too.
+                if ["fromBlock", "toBlock", "blockHash"]
+                    .iter()
+                    .any(|k| obj.get(*k).is_some_and(|v| !v.is_null()))
+                {
+                    return Err(RpcError::invalid_params(
+                        "a logs subscription takes address and topics only, not a block range",
+                    ));
+                }
+            }
+            let filter: Filter = serde_json::from_value(params)
+                .map_err(|e| RpcError::invalid_params(format!("invalid argument 1: {e}")))?;
+            Ok(Kind::Logs(Box::new(filter)))
+        }
+        "newPendingTransactions" => match params {
+            None => Ok(Kind::PendingTransactions { full: false }),
+            Some(Value::Bool(full)) => Ok(Kind::PendingTransactions { full }),
+            Some(other) => Err(RpcError::invalid_params(format!(
+                "invalid argument 1: expected a bool (full transactions), got {other}"
+            ))),
+        },
+        "syncing" => Err(RpcError::invalid_params(
+            "the syncing subscription is not offered: this node follows its consensus client or \
+             imports, and eth_syncing answers at any time",
+        )),
+        other => Err(RpcError::invalid_params(format!(
+            "no \"{other}\" subscription: newHeads, logs and newPendingTransactions are offered"
+        ))),
+    }
+}
+
+pub struct EthPubSub {
+    ctx: ModuleContext,
+}
+
+impl EthPubSub {
+    pub fn new(ctx: ModuleContext) -> Self {
+        Self { ctx }
+    }
+}
+
+/// Ends a subscription that fell behind.
+fn lagged(missed: u64) -> jsonrpsee::core::SubscriptionError {
+    format!("subscription fell {missed} events behind and was closed; subscribe again").into()
+}
+
+/// Sends one item; `Err` when the subscriber is gone.
+async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()> {
+    let Ok(message) = SubscriptionMessage::new(sink.method_name(), sink.subscription_id(), item)
+    else {
+        // Our own types always serialize; should one not, the subscriber misses nothing else.
+        return Ok(());
+    };
+    sink.send(message).await.map_err(|_| ())
+}
+
+/// The next event, or `None` once the subscriber left or the sender is gone for good.
+async fn next<T: Clone>(
+    sink: &SubscriptionSink,
+    events: &mut broadcast::Receiver<T>,
+) -> Option<Result<T, u64>> {
+    tokio::select! {
+        () = sink.closed() => None,
+        event = events.recv() => match event {
+            Ok(event) => Some(Ok(event)),
+            Err(RecvError::Lagged(missed)) => Some(Err(missed)),
+            Err(RecvError::Closed) => None,
+        },
+    }
+}
+
+/// The logs of `event` that `filter` matches, marked removed when the block left the chain.
+fn matching_logs(
+    filter: &Filter,
+    event: &BlockEvent,
+    removed: bool,
+) -> Vec<alloy::rpc::types::Log> {
+    if !filter.matches_bloom(event.block.header.logs_bloom) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut log_index = 0u64;
+    for (tx_index, receipt) in event.receipts.iter().enumerate() {
+        let count = receipt.logs().len() as u64;
+        if receipt.logs().iter().any(|l| filter.matches(l)) {
+            for mut log in simnode_receipts::rpc_logs(&event.block, receipt, tx_index, log_index) {
+                if filter.matches(&log.inner) {
+                    log.removed = removed;
+                    out.push(log);
+                }
+            }
+        }
+        log_index += count;
+    }
+    out
+}
+
+#[jsonrpsee::core::async_trait]
+impl EthPubSubApiServer for EthPubSub {
+    async fn subscribe(
+        &self,
+        pending: PendingSubscriptionSink,
+        kind: String,
+        params: Option<Value>,
+    ) -> SubscriptionResult {
+        let kind = match parse_kind(&kind, params) {
+            Ok(kind) => kind,
+            Err(err) => {
+                pending.reject(ErrorObjectOwned::from(err)).await;
+                return Ok(());
+            }
+        };
+        // Subscribed before accepting, so nothing that happens once the client holds the id
+        // is missed.
+        match kind {
+            Kind::NewHeads | Kind::Logs(_) => {
+                let mut events = self.ctx.chain.chain_events();
+                let sink = pending.accept().await?;
+                while let Some(event) = next(&sink, &mut events).await {
+                    let sent = match (event.map_err(lagged)?, &kind) {
+                        (ChainEvent::Added(added), Kind::NewHeads) => {
+                            let header = RpcHeader::from_consensus(
+                                added.block.header.clone(),
+                                None,
+                                None::<U256>,
+                            );
+                            send(&sink, &header).await
+                        }
+                        (ChainEvent::Removed(_), Kind::NewHeads) => Ok(()),
+                        (ChainEvent::Added(block), Kind::Logs(filter)) => {
+                            send_all(&sink, matching_logs(filter, &block, false)).await
+                        }
+                        (ChainEvent::Removed(block), Kind::Logs(filter)) => {
+                            send_all(&sink, matching_logs(filter, &block, true)).await
+                        }
+                        (_, Kind::PendingTransactions { .. }) => Ok(()),
+                    };
+                    if sent.is_err() {
+                        break;
+                    }
+                }
+            }
+            Kind::PendingTransactions { full } => {
+                let mut events = self.ctx.pool.pool_events();
+                let sink = pending.accept().await?;
+                while let Some(event) = next(&sink, &mut events).await {
+                    let tx = event.map_err(lagged)?;
+                    let sent = if full {
+                        let tx = Transaction::from_transaction(
+                            (*tx).clone(),
+                            TransactionInfo::default(),
+                        );
+                        send(&sink, &tx).await
+                    } else {
+                        send(&sink, tx.tx_hash()).await
+                    };
+                    if sent.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each log as its own notification, as geth sends them.
+async fn send_all<T: Serialize>(sink: &SubscriptionSink, items: Vec<T>) -> Result<(), ()> {
+    for item in &items {
+        send(sink, item).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kinds_and_their_params() {
+        assert!(matches!(parse_kind("newHeads", None), Ok(Kind::NewHeads)));
+        assert!(matches!(
+            parse_kind("newHeads", Some(Value::Null)),
+            Ok(Kind::NewHeads)
+        ));
+        assert!(parse_kind("newHeads", Some(json!({}))).is_err());
+        assert!(matches!(parse_kind("logs", None), Ok(Kind::Logs(_))));
+        let Ok(Kind::Logs(filter)) = parse_kind(
+            "logs",
+            Some(json!({"address": "0x00000000000000000000000000000000000000aa"})),
+        ) else {
+            panic!("a logs filter");
+        };
+        assert_eq!(filter.address.len(), 1);
+        let err = parse_kind("logs", Some(json!({"fromBlock": "0x1"}))).unwrap_err();
+        assert_eq!(err.code(), -32602);
+        assert!(parse_kind("logs", Some(json!({"address": "0x12"}))).is_err());
+        assert!(matches!(
+            parse_kind("newPendingTransactions", Some(json!(true))),
+            Ok(Kind::PendingTransactions { full: true })
+        ));
+        assert!(parse_kind("newPendingTransactions", Some(json!("yes"))).is_err());
+        assert_eq!(parse_kind("syncing", None).unwrap_err().code(), -32602);
+        assert_eq!(parse_kind("blocks", None).unwrap_err().code(), -32602);
+    }
+}

@@ -1,0 +1,370 @@
+//! `eth_subscribe` over WebSocket, end to end: on `--dev`, a transaction sent over HTTP shows up
+//! as a pending transaction (hash and full), its block as a new head and its log as a log, each
+//! equal to what the HTTP methods answer for them; over the Engine API, a rewind sends the logs
+//! of the unwound blocks again with `removed: true`, and going forward sends them anew.
+
+mod support;
+
+use std::{path::Path, time::Duration};
+
+use alloy::{
+    consensus::{SignableTransaction, TxEip1559, TxEnvelope},
+    eips::Encodable2718,
+    primitives::{Signature, TxKind, U256},
+};
+use futures_util::{SinkExt, StreamExt};
+use k256::ecdsa::SigningKey;
+use serde_json::{json, Value};
+use support::{execution_apis_genesis, import_execution_apis_chain, Node, TempDir};
+use tokio_tungstenite::tungstenite::Message;
+
+/// The first key of the test mnemonic (`test test ... junk`), funded on the dev chain.
+const KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+
+/// A contract creation whose init code logs one topic (0x2a) and returns nothing.
+fn create_logging_contract(nonce: u64) -> String {
+    let key = SigningKey::from_slice(&alloy::primitives::hex::decode(KEY0).unwrap()).unwrap();
+    // PUSH1 0x2a PUSH1 0 PUSH1 0 LOG1 STOP
+    let init = alloy::primitives::hex::decode("602a60006000a100").unwrap();
+    let tx = TxEip1559 {
+        chain_id: 1337,
+        nonce,
+        gas_limit: 100_000,
+        max_fee_per_gas: 10_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: TxKind::Create,
+        value: U256::ZERO,
+        input: init.into(),
+        ..Default::default()
+    };
+    let (sig, recid) = key
+        .sign_prehash_recoverable(tx.signature_hash().as_slice())
+        .unwrap();
+    let envelope = TxEnvelope::from(tx.into_signed(Signature::from((sig, recid))));
+    format!(
+        "0x{}",
+        alloy::primitives::hex::encode(envelope.encoded_2718())
+    )
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+struct Ws {
+    socket: Socket,
+    next_id: u64,
+    /// Notifications that arrived while waiting for an answer.
+    early: Vec<Value>,
+}
+
+impl Ws {
+    async fn connect(node: &Node) -> Self {
+        let (socket, _) = tokio_tungstenite::connect_async(node.ws_url())
+            .await
+            .expect("ws connect");
+        Self {
+            socket,
+            next_id: 1,
+            early: Vec::new(),
+        }
+    }
+
+    async fn recv(&mut self, wait: Duration) -> Option<Value> {
+        loop {
+            let msg = tokio::time::timeout(wait, self.socket.next())
+                .await
+                .ok()??;
+            match msg.expect("ws frame") {
+                Message::Text(text) => return Some(serde_json::from_str(&text).expect("json")),
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => panic!("unexpected ws message {other:?}"),
+            }
+        }
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.socket
+            .send(Message::Text(request.to_string().into()))
+            .await
+            .expect("ws send");
+        loop {
+            let msg = self
+                .recv(Duration::from_secs(10))
+                .await
+                .expect("an answer in time");
+            if msg["id"] == json!(id) {
+                return msg;
+            }
+            self.early.push(msg);
+        }
+    }
+
+    async fn subscribe(&mut self, params: Value) -> String {
+        let answer = self.call("eth_subscribe", params).await;
+        answer["result"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a subscription id: {answer}"))
+            .to_string()
+    }
+
+    /// Notifications, by subscription id, until `done` says there are enough or `wait` passes
+    /// without one.
+    async fn notifications(
+        &mut self,
+        wait: Duration,
+        mut done: impl FnMut(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let mut got: Vec<Value> = std::mem::take(&mut self.early);
+        while !done(&got) {
+            match self.recv(wait).await {
+                Some(msg) => got.push(msg),
+                None => break,
+            }
+        }
+        got
+    }
+}
+
+fn results_of<'a>(notes: &'a [Value], sub: &str) -> Vec<&'a Value> {
+    notes
+        .iter()
+        .filter(|n| n["method"] == "eth_subscription" && n["params"]["subscription"] == sub)
+        .map(|n| &n["params"]["result"])
+        .collect()
+}
+
+/// Runs a blocking HTTP call of the test harness off the async runtime.
+async fn http(node: &std::sync::Arc<Node>, method: &'static str, params: Value) -> Value {
+    let node = node.clone();
+    tokio::task::spawn_blocking(move || node.result(method, params))
+        .await
+        .expect("http call")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
+    let node = std::sync::Arc::new(Node::start(
+        TempDir::new("subs"),
+        Path::new("dev"),
+        &["--dev"],
+    ));
+    let mut ws = Ws::connect(&node).await;
+    let heads = ws.subscribe(json!(["newHeads"])).await;
+    assert!(
+        heads.starts_with("0x") && heads.len() == 34,
+        "geth-style id: {heads}"
+    );
+    let logs = ws.subscribe(json!(["logs"])).await;
+    let topic = format!("0x{:064x}", 0x2a);
+    let logs_by_topic = ws.subscribe(json!(["logs", {"topics": [topic]}])).await;
+    let logs_elsewhere = ws
+        .subscribe(json!(["logs", {"address": "0x00000000000000000000000000000000000000aa"}]))
+        .await;
+    let hashes = ws.subscribe(json!(["newPendingTransactions"])).await;
+    let full = ws.subscribe(json!(["newPendingTransactions", true])).await;
+
+    let tx_hash = http(
+        &node,
+        "eth_sendRawTransaction",
+        json!([create_logging_contract(0)]),
+    )
+    .await;
+    let mut notes = ws
+        .notifications(Duration::from_secs(10), |got| {
+            [&heads, &logs, &logs_by_topic, &hashes, &full]
+                .iter()
+                .all(|sub| !results_of(got, sub).is_empty())
+        })
+        .await;
+    // Whatever else was going to arrive for this block (nothing, if all is well).
+    notes.extend(
+        ws.notifications(Duration::from_millis(300), |_| false)
+            .await,
+    );
+
+    assert_eq!(results_of(&notes, &hashes), vec![&tx_hash]);
+    let pending = results_of(&notes, &full);
+    assert_eq!(pending.len(), 1, "{notes:?}");
+    assert_eq!(pending[0]["hash"], tx_hash);
+    assert_eq!(pending[0]["blockHash"], Value::Null);
+
+    let block = http(&node, "eth_getBlockByNumber", json!(["0x1", false])).await;
+    let new_heads = results_of(&notes, &heads);
+    assert_eq!(new_heads.len(), 1, "{notes:?}");
+    assert_eq!(new_heads[0]["hash"], block["hash"]);
+    assert_eq!(new_heads[0]["number"], "0x1");
+    assert_eq!(new_heads[0]["stateRoot"], block["stateRoot"]);
+    assert!(new_heads[0].get("transactions").is_none());
+
+    let expected = http(
+        &node,
+        "eth_getLogs",
+        json!([{"fromBlock": "0x1", "toBlock": "0x1"}]),
+    )
+    .await;
+    let expected: Vec<&Value> = expected.as_array().expect("logs").iter().collect();
+    assert_eq!(expected.len(), 1);
+    assert_eq!(expected[0]["transactionHash"], tx_hash);
+    assert_eq!(results_of(&notes, &logs), expected);
+    assert_eq!(results_of(&notes, &logs_by_topic), expected);
+    assert!(results_of(&notes, &logs_elsewhere).is_empty());
+
+    // Unsubscribed: the next block is not announced to that subscription any more.
+    let answer = ws.call("eth_unsubscribe", json!([heads])).await;
+    assert_eq!(answer["result"], true, "{answer}");
+    let answer = ws.call("eth_unsubscribe", json!([heads])).await;
+    assert_eq!(answer["result"], false, "{answer}");
+    http(
+        &node,
+        "eth_sendRawTransaction",
+        json!([create_logging_contract(1)]),
+    )
+    .await;
+    let notes = ws
+        .notifications(Duration::from_secs(10), |got| {
+            results_of(got, &logs).len() == 1
+        })
+        .await;
+    assert_eq!(results_of(&notes, &logs).len(), 1);
+    assert!(results_of(&notes, &heads).is_empty(), "{notes:?}");
+
+    // Bad kinds and params are -32602; over HTTP there is nothing to push to.
+    for params in [
+        json!(["blocks"]),
+        json!(["syncing"]),
+        json!(["newHeads", {"x": 1}]),
+        json!(["logs", {"fromBlock": "0x0"}]),
+        json!(["logs", {"address": "0x12"}]),
+        json!(["newPendingTransactions", "yes"]),
+    ] {
+        let answer = ws.call("eth_subscribe", params.clone()).await;
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
+    }
+    let node2 = node.clone();
+    let answer =
+        tokio::task::spawn_blocking(move || node2.call("eth_subscribe", json!(["newHeads"])))
+            .await
+            .expect("http call");
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert_eq!(answer["error"]["message"], "notifications not supported");
+}
+
+fn engine_fcu(node: &Node, head: &Value) -> Value {
+    let req = json!({"jsonrpc":"2.0","id":1,"method":"engine_forkchoiceUpdatedV3",
+        "params":[{"headBlockHash": head, "safeBlockHash": head,
+                   "finalizedBlockHash": "0x0000000000000000000000000000000000000000000000000000000000000000"}, null]});
+    let (status, body) = node.engine_raw(&req.to_string());
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
+    let node = std::sync::Arc::new(Node::start(
+        import_execution_apis_chain(),
+        &execution_apis_genesis(),
+        &[],
+    ));
+    let head = http(&node, "eth_getBlockByNumber", json!(["latest", false])).await;
+    let head_number = u64::from_str_radix(
+        head["number"].as_str().unwrap().trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    // Far enough back that the unwound blocks carry logs.
+    let mut target_number = head_number;
+    let mut unwound_logs: Vec<Value> = Vec::new();
+    while unwound_logs.len() < 2 && target_number > 1 {
+        target_number -= 1;
+        let tag = format!("{:#x}", target_number + 1);
+        let logs = http(
+            &node,
+            "eth_getLogs",
+            json!([{"fromBlock": tag, "toBlock": tag}]),
+        )
+        .await;
+        // Highest block first, as they leave the chain.
+        unwound_logs.extend(logs.as_array().expect("logs").iter().cloned());
+    }
+    assert!(!unwound_logs.is_empty(), "the chain has logs to unwind");
+    let target = http(
+        &node,
+        "eth_getBlockByNumber",
+        json!([format!("{target_number:#x}"), false]),
+    )
+    .await;
+
+    let mut ws = Ws::connect(&node).await;
+    let logs = ws.subscribe(json!(["logs"])).await;
+    let heads = ws.subscribe(json!(["newHeads"])).await;
+
+    let node2 = node.clone();
+    let target_hash = target["hash"].clone();
+    let v = tokio::task::spawn_blocking(move || engine_fcu(&node2, &target_hash))
+        .await
+        .expect("fcu");
+    assert_eq!(v["result"]["payloadStatus"]["status"], "VALID", "{v}");
+    let want = unwound_logs.len();
+    let notes = ws
+        .notifications(Duration::from_secs(10), |got| {
+            results_of(got, &logs).len() >= want
+        })
+        .await;
+    let removed: Vec<Value> = results_of(&notes, &logs).into_iter().cloned().collect();
+    // Blocks leave highest first; within a block the logs keep their order.
+    let mut expected_removed = Vec::new();
+    for number in (target_number + 1..=head_number).rev() {
+        for log in unwound_logs
+            .iter()
+            .filter(|l| l["blockNumber"] == json!(format!("{number:#x}")))
+        {
+            let mut log = log.clone();
+            log["removed"] = json!(true);
+            expected_removed.push(log);
+        }
+    }
+    assert_eq!(removed, expected_removed);
+    assert!(
+        results_of(&notes, &heads).is_empty(),
+        "no new head on a rewind"
+    );
+
+    let node2 = node.clone();
+    let head_hash = head["hash"].clone();
+    let v = tokio::task::spawn_blocking(move || engine_fcu(&node2, &head_hash))
+        .await
+        .expect("fcu");
+    assert_eq!(v["result"]["payloadStatus"]["status"], "VALID", "{v}");
+    let blocks = (head_number - target_number) as usize;
+    let notes = ws
+        .notifications(Duration::from_secs(10), |got| {
+            results_of(got, &logs).len() >= want && results_of(got, &heads).len() >= blocks
+        })
+        .await;
+    let mut expected_added: Vec<Value> = unwound_logs.clone();
+    // Blocks come back lowest first; the sort is stable, so a block's logs keep their order.
+    expected_added.sort_by_key(|l| {
+        u64::from_str_radix(
+            l["blockNumber"].as_str().unwrap().trim_start_matches("0x"),
+            16,
+        )
+        .unwrap()
+    });
+    let added: Vec<Value> = results_of(&notes, &logs).into_iter().cloned().collect();
+    assert_eq!(added, expected_added);
+    let numbers: Vec<&Value> = results_of(&notes, &heads)
+        .iter()
+        .map(|h| &h["number"])
+        .collect();
+    let expected_numbers: Vec<Value> = (target_number + 1..=head_number)
+        .map(|n| json!(format!("{n:#x}")))
+        .collect();
+    assert_eq!(numbers, expected_numbers.iter().collect::<Vec<_>>());
+    assert_eq!(
+        results_of(&notes, &heads).last().unwrap()["hash"],
+        head["hash"]
+    );
+}
