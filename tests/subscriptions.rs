@@ -1,7 +1,8 @@
-//! `eth_subscribe` over WebSocket, end to end: on `--dev`, a transaction sent over HTTP shows up
-//! as a pending transaction (hash and full), its block as a new head and its log as a log, each
-//! equal to what the HTTP methods answer for them; over the Engine API, a rewind sends the logs
-//! of the unwound blocks again with `removed: true`, and going forward sends them anew.
+//! Following the chain, end to end: `eth_subscribe` over WebSocket and polled filters over
+//! HTTP. On `--dev`, a transaction sent over HTTP shows up as a pending transaction, its block
+//! as a new head and its log as a log, each equal to what the HTTP methods answer for them;
+//! over the Engine API, a rewind brings the logs of the unwound blocks again with
+//! `removed: true`, and going forward brings them anew.
 
 mod support;
 
@@ -300,6 +301,7 @@ async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
     let mut ws = Ws::connect(&node).await;
     let logs = ws.subscribe(json!(["logs"])).await;
     let heads = ws.subscribe(json!(["newHeads"])).await;
+    let log_filter = http(&node, "eth_newFilter", json!([{}])).await;
 
     let node2 = node.clone();
     let target_hash = target["hash"].clone();
@@ -331,6 +333,8 @@ async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
         results_of(&notes, &heads).is_empty(),
         "no new head on a rewind"
     );
+    let polled = http(&node, "eth_getFilterChanges", json!([log_filter])).await;
+    assert_eq!(polled, json!(expected_removed));
 
     let node2 = node.clone();
     let head_hash = head["hash"].clone();
@@ -355,6 +359,8 @@ async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
     });
     let added: Vec<Value> = results_of(&notes, &logs).into_iter().cloned().collect();
     assert_eq!(added, expected_added);
+    let polled = http(&node, "eth_getFilterChanges", json!([log_filter])).await;
+    assert_eq!(polled, json!(expected_added));
     let numbers: Vec<&Value> = results_of(&notes, &heads)
         .iter()
         .map(|h| &h["number"])
@@ -367,4 +373,94 @@ async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
         results_of(&notes, &heads).last().unwrap()["hash"],
         head["hash"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polled_filters_on_the_dev_chain() {
+    let node = std::sync::Arc::new(Node::start(
+        TempDir::new("filters"),
+        Path::new("dev"),
+        &["--dev"],
+    ));
+    let blocks = http(&node, "eth_newBlockFilter", json!([])).await;
+    let pending = http(&node, "eth_newPendingTransactionFilter", json!([])).await;
+    let topic = format!("0x{:064x}", 0x2a);
+    let criteria = json!({"topics": [topic]});
+    let logs = http(&node, "eth_newFilter", json!([criteria])).await;
+    let elsewhere = http(
+        &node,
+        "eth_newFilter",
+        json!([{"address": "0x00000000000000000000000000000000000000aa"}]),
+    )
+    .await;
+    let ids = [&blocks, &pending, &logs, &elsewhere];
+    for id in ids {
+        let id = id.as_str().expect("an id");
+        assert!(id.starts_with("0x") && id.len() == 34, "{id}");
+        let changes = http(&node, "eth_getFilterChanges", json!([id])).await;
+        assert_eq!(changes, json!([]), "nothing happened yet");
+    }
+
+    let tx_hash = http(
+        &node,
+        "eth_sendRawTransaction",
+        json!([create_logging_contract(0)]),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while http(&node, "eth_blockNumber", json!([])).await != "0x1" {
+        assert!(std::time::Instant::now() < deadline, "block 1 mined");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let block = http(&node, "eth_getBlockByNumber", json!(["0x1", false])).await;
+    let block_logs = http(
+        &node,
+        "eth_getLogs",
+        json!([{"fromBlock": "0x1", "toBlock": "0x1"}]),
+    )
+    .await;
+    assert_eq!(block_logs.as_array().map(Vec::len), Some(1));
+
+    let changes = |id: &Value| http(&node, "eth_getFilterChanges", json!([id]));
+    assert_eq!(changes(&blocks).await, json!([block["hash"]]));
+    assert_eq!(changes(&pending).await, json!([tx_hash]));
+    assert_eq!(changes(&logs).await, block_logs);
+    assert_eq!(changes(&elsewhere).await, json!([]));
+    for id in ids {
+        assert_eq!(changes(id).await, json!([]), "each change is told once");
+    }
+
+    // The whole range of a log filter's criteria, as eth_getLogs answers it.
+    let all = http(&node, "eth_getFilterLogs", json!([logs])).await;
+    assert_eq!(all, http(&node, "eth_getLogs", json!([criteria])).await);
+
+    let node2 = node.clone();
+    let call = move |method: &'static str, params: Value| {
+        let node = node2.clone();
+        async move {
+            tokio::task::spawn_blocking(move || node.call(method, params))
+                .await
+                .expect("http call")
+        }
+    };
+    let answer = call("eth_getFilterLogs", json!([blocks])).await;
+    assert_eq!(
+        answer["error"]["code"], -32000,
+        "not a log filter: {answer}"
+    );
+    assert_eq!(
+        call("eth_uninstallFilter", json!([logs])).await["result"],
+        true
+    );
+    assert_eq!(
+        call("eth_uninstallFilter", json!([logs])).await["result"],
+        false
+    );
+    let answer = call("eth_getFilterChanges", json!([logs])).await;
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    assert_eq!(answer["error"]["message"], "filter not found");
+    let answer = call("eth_getFilterChanges", json!(["0x1234"])).await;
+    assert_eq!(answer["error"]["message"], "filter not found", "{answer}");
+    let answer = call("eth_newFilter", json!([{"address": "0x12"}])).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
 }

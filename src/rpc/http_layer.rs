@@ -1,6 +1,7 @@
 //! The HTTP side of the front door, a tower layer in front of jsonrpsee: routes by path,
-//! authenticates the key, checks what can be checked before the body is read, and turns a
-//! rate-limited answer into HTTP 429.
+//! authenticates the key, checks what can be checked before the body is read, reads an HTTP
+//! body (up to the size limit) and puts right the request ids jsonrpsee cannot carry
+//! ([`super::ids`]), and turns a rate-limited answer into HTTP 429.
 //!
 //! jsonrpsee serves every path alike, so this layer is what makes `/v3/<key>` and `/ws/v3/<key>`
 //! the only doors. The key reaches methods as [`ApiKeyId`] in the request extensions; the
@@ -276,6 +277,25 @@ where
     Ok(HttpResponse::from_parts(parts, HttpBody::from(answer)))
 }
 
+/// The head of an HTTP request sent on a second time: what jsonrpsee and the RPC middleware
+/// read of the first one.
+fn resend_head(
+    uri: http::Uri,
+    key: Option<AuthedKey>,
+) -> Result<http::request::Parts, http::Error> {
+    let mut head = Request::post(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(())?
+        .into_parts()
+        .0;
+    if let Some(key) = key {
+        head.extensions.insert(key.0.id.clone());
+        head.extensions.insert(key);
+    }
+    head.extensions.insert(Transport::Http);
+    Ok(head)
+}
+
 impl<S, B> tower::Service<Request<B>> for FrontDoor<S>
 where
     S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>
@@ -357,16 +377,7 @@ where
                         let unanswered = response.extensions().get::<NoAnswer>().is_some();
                         match unanswered.then(|| ids::fix_single(&body)).flatten() {
                             Some(rewrite) => {
-                                let mut head = Request::post(uri)
-                                    .header(header::CONTENT_TYPE, "application/json")
-                                    .body(())?
-                                    .into_parts()
-                                    .0;
-                                if let Some(key) = key {
-                                    head.extensions.insert(key.0.id.clone());
-                                    head.extensions.insert(key);
-                                }
-                                head.extensions.insert(Transport::Http);
+                                let head = resend_head(uri, key)?;
                                 let sent = Bytes::from(rewrite.body.clone());
                                 std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
                                 dispatch(&mut inner, head, sent, Some(&rewrite)).await?

@@ -164,22 +164,25 @@ where
         // Kept for naming the parameter of a -32602 (borrowed from the body: no copy).
         let params = request.params.clone();
         let id = request.id.clone();
+        // Refused before it runs: switched off on this network, too many arguments, or a
+        // subscription over HTTP, which cannot carry its notifications (in that order).
         let subscription = matches!(
             shared.methods.method(&method),
             Some(MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_))
         );
-        let allowed = match shared.policy.check(&method) {
-            Ok(()) if subscription && transport == Transport::Http => {
-                Err(FrontDoorError::NotificationsUnsupported)
-            }
-            other => other,
-        };
-        let mut response = match allowed {
-            Err(err) => MethodResponse::error(request.id().into_owned(), err.to_error_object()),
+        let refused = match shared.policy.check(&method) {
+            Err(err) => Some(err.to_error_object()),
             Ok(()) => match shared.max_params.check(&method, params.as_deref()) {
-                Err(err) => MethodResponse::error(request.id().into_owned(), err),
-                Ok(()) => inner.call(request).await,
+                Err(err) => Some(err),
+                Ok(()) if subscription && transport == Transport::Http => {
+                    Some(FrontDoorError::NotificationsUnsupported.to_error_object())
+                }
+                Ok(()) => None,
             },
+        };
+        let mut response = match refused {
+            Some(err) => MethodResponse::error(request.id().into_owned(), err),
+            None => inner.call(request).await,
         };
         if response.as_error_code() == Some(INVALID_PARAMS_CODE) {
             if let Some(named) =

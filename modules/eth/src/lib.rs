@@ -7,6 +7,7 @@
 mod config;
 mod evm;
 mod fees;
+mod filters;
 mod logs;
 mod pubsub;
 mod send;
@@ -746,15 +747,29 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_getProof", 3),
     ("eth_subscribe", 2),
     ("eth_unsubscribe", 1),
+    ("eth_newFilter", 1),
+    ("eth_newBlockFilter", 0),
+    ("eth_newPendingTransactionFilter", 0),
+    ("eth_getFilterChanges", 1),
+    ("eth_getFilterLogs", 1),
+    ("eth_uninstallFilter", 1),
 ];
 
 /// The module the node registers.
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
+    use filters::EthFilterApiServer;
     use pubsub::EthPubSubApiServer;
     let mut module = Eth::new(ctx.clone()).into_rpc().remove_context();
     module
-        .merge(pubsub::EthPubSub::new(ctx).into_rpc().remove_context())
-        .expect("eth_subscribe and eth_unsubscribe are not among the eth methods");
+        .merge(
+            pubsub::EthPubSub::new(ctx.clone())
+                .into_rpc()
+                .remove_context(),
+        )
+        .expect("the subscription methods are not among the eth methods");
+    module
+        .merge(filters::EthFilters::new(ctx).into_rpc().remove_context())
+        .expect("the filter methods are not among the eth methods");
     module.into()
 }
 

@@ -123,7 +123,7 @@ async fn next<T: Clone>(
 }
 
 /// The logs of `event` that `filter` matches, marked removed when the block left the chain.
-fn matching_logs(
+pub(crate) fn matching_logs(
     filter: &Filter,
     event: &BlockEvent,
     removed: bool,

@@ -1,0 +1,270 @@
+//! Polled filters, the HTTP way to follow the chain: `eth_newFilter`, `eth_newBlockFilter`,
+//! `eth_newPendingTransactionFilter`, `eth_getFilterChanges`, `eth_getFilterLogs`,
+//! `eth_uninstallFilter`.
+//!
+//! A filter holds its own receiver of the chain or pool events the subscriptions follow
+//! ([`simnode_api::events`]), so a poll returns exactly what happened since the last one: block
+//! hashes, transaction hashes, or logs (with `removed: true` for blocks that left the chain). As
+//! in geth, a filter nobody polled for [`FILTER_TIMEOUT`] is dropped, and an unknown id is
+//! -32000 "filter not found". A filter that fell more than
+//! [`simnode_api::events::EVENTS_KEPT`] events behind is dropped too, with an error saying so,
+//! rather than answering with a silent gap.
+
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    eips::BlockNumberOrTag,
+    primitives::B256,
+    rpc::types::{Filter, FilterBlockOption, FilterChanges, Log},
+};
+use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
+use serde_json::Value;
+use simnode_api::{BlockEvent, ChainEvent, ModuleContext, PoolEvent, RpcError, RpcResult};
+use tokio::sync::broadcast::{self, error::TryRecvError};
+
+use crate::pubsub::matching_logs;
+
+/// How long a filter lives without being polled (geth's deadline).
+pub const FILTER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Filters installed at once, over all clients: the memory they hold stays bounded.
+pub const MAX_FILTERS: usize = 10_000;
+
+#[rpc(server)]
+pub trait EthFilterApi {
+    #[method(name = "eth_newFilter")]
+    fn new_filter(&self, criteria: Value) -> JsonRpcResult<String>;
+    #[method(name = "eth_newBlockFilter")]
+    fn new_block_filter(&self) -> JsonRpcResult<String>;
+    #[method(name = "eth_newPendingTransactionFilter")]
+    fn new_pending_transaction_filter(&self) -> JsonRpcResult<String>;
+    #[method(name = "eth_getFilterChanges")]
+    fn filter_changes(&self, id: String) -> JsonRpcResult<FilterChanges>;
+    #[method(name = "eth_getFilterLogs")]
+    fn filter_logs(&self, id: String) -> JsonRpcResult<Vec<Log>>;
+    #[method(name = "eth_uninstallFilter")]
+    fn uninstall_filter(&self, id: String) -> JsonRpcResult<bool>;
+}
+
+/// What a filter collects between polls.
+enum Watch {
+    Blocks(broadcast::Receiver<ChainEvent>),
+    Logs {
+        /// The criteria as the client sent them, for `eth_getFilterLogs`.
+        criteria: Value,
+        filter: Box<Filter>,
+        events: broadcast::Receiver<ChainEvent>,
+    },
+    PendingTransactions(broadcast::Receiver<PoolEvent>),
+}
+
+struct Installed {
+    watch: Watch,
+    last_poll: Instant,
+}
+
+pub struct EthFilters {
+    ctx: ModuleContext,
+    installed: Mutex<HashMap<String, Installed>>,
+}
+
+fn not_found() -> RpcError {
+    RpcError::Server("filter not found".into())
+}
+
+fn fell_behind(missed: u64) -> RpcError {
+    RpcError::Server(format!(
+        "filter fell {missed} events behind and was removed; install a new one and poll it more often"
+    ))
+}
+
+/// A new filter id as geth makes them: `0x` and 32 random hex digits.
+fn new_id() -> RpcResult<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| RpcError::internal(format!("no randomness: {e}")))?;
+    Ok(alloy::primitives::hex::encode_prefixed(bytes))
+}
+
+/// Whether a log of block `number` (hash `hash`) is in the filter's block range. Live logs have
+/// no upper end unless the client gave a number; tags are "from now on".
+fn in_range(filter: &Filter, number: u64, hash: B256) -> bool {
+    match &filter.block_option {
+        FilterBlockOption::AtBlockHash(at) => *at == hash,
+        FilterBlockOption::Range {
+            from_block,
+            to_block,
+        } => {
+            let from_ok = !matches!(from_block, Some(BlockNumberOrTag::Number(n)) if number < *n);
+            let to_ok = !matches!(to_block, Some(BlockNumberOrTag::Number(n)) if number > *n);
+            from_ok && to_ok
+        }
+    }
+}
+
+/// Everything waiting in `events`; `Err` with the count missed if it fell behind.
+fn drain<T: Clone>(events: &mut broadcast::Receiver<T>) -> Result<Vec<T>, u64> {
+    let mut out = Vec::new();
+    loop {
+        match events.try_recv() {
+            Ok(event) => out.push(event),
+            Err(TryRecvError::Empty | TryRecvError::Closed) => return Ok(out),
+            Err(TryRecvError::Lagged(missed)) => return Err(missed),
+        }
+    }
+}
+
+fn block_logs(filter: &Filter, block: &BlockEvent, removed: bool) -> Vec<Log> {
+    let header = &block.block.header;
+    if !in_range(filter, header.number, header.hash()) {
+        return Vec::new();
+    }
+    matching_logs(filter, block, removed)
+}
+
+impl EthFilters {
+    pub fn new(ctx: ModuleContext) -> Self {
+        Self {
+            ctx,
+            installed: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Installed>> {
+        self.installed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn install(&self, watch: Watch) -> RpcResult<String> {
+        let mut installed = self.lock();
+        let now = Instant::now();
+        installed.retain(|_, f| now.duration_since(f.last_poll) < FILTER_TIMEOUT);
+        if installed.len() >= MAX_FILTERS {
+            return Err(RpcError::LimitExceeded(format!(
+                "too many filters installed (at most {MAX_FILTERS}); uninstall some or let them time out"
+            )));
+        }
+        let id = new_id()?;
+        installed.insert(
+            id.clone(),
+            Installed {
+                watch,
+                last_poll: now,
+            },
+        );
+        Ok(id)
+    }
+
+    fn changes(&self, id: &str) -> RpcResult<FilterChanges> {
+        let mut installed = self.lock();
+        let now = Instant::now();
+        installed.retain(|_, f| now.duration_since(f.last_poll) < FILTER_TIMEOUT);
+        let filter = installed.get_mut(id).ok_or_else(not_found)?;
+        filter.last_poll = now;
+        let changes = match &mut filter.watch {
+            Watch::Blocks(events) => drain(events).map(|events| {
+                FilterChanges::Hashes(
+                    events
+                        .iter()
+                        .filter_map(|event| match event {
+                            ChainEvent::Added(block) => Some(block.block.hash()),
+                            ChainEvent::Removed(_) => None,
+                        })
+                        .collect(),
+                )
+            }),
+            Watch::PendingTransactions(events) => drain(events)
+                .map(|txs| FilterChanges::Hashes(txs.iter().map(|tx| *tx.tx_hash()).collect())),
+            Watch::Logs { filter, events, .. } => drain(events).map(|events| {
+                FilterChanges::Logs(
+                    events
+                        .iter()
+                        .flat_map(|event| match event {
+                            ChainEvent::Added(block) => block_logs(filter, block, false),
+                            ChainEvent::Removed(block) => block_logs(filter, block, true),
+                        })
+                        .collect(),
+                )
+            }),
+        };
+        changes.map_err(|missed| {
+            installed.remove(id);
+            fell_behind(missed)
+        })
+    }
+}
+
+impl EthFilterApiServer for EthFilters {
+    fn new_filter(&self, criteria: Value) -> JsonRpcResult<String> {
+        let filter: Filter = serde_json::from_value(criteria.clone())
+            .map_err(|e| RpcError::invalid_params(format!("invalid argument 0: {e}")))?;
+        Ok(self.install(Watch::Logs {
+            criteria,
+            filter: Box::new(filter),
+            events: self.ctx.chain.chain_events(),
+        })?)
+    }
+
+    fn new_block_filter(&self) -> JsonRpcResult<String> {
+        Ok(self.install(Watch::Blocks(self.ctx.chain.chain_events()))?)
+    }
+
+    fn new_pending_transaction_filter(&self) -> JsonRpcResult<String> {
+        Ok(self.install(Watch::PendingTransactions(self.ctx.pool.pool_events()))?)
+    }
+
+    fn filter_changes(&self, id: String) -> JsonRpcResult<FilterChanges> {
+        Ok(self.changes(&id)?)
+    }
+
+    fn filter_logs(&self, id: String) -> JsonRpcResult<Vec<Log>> {
+        let criteria = {
+            let mut installed = self.lock();
+            let filter = installed.get_mut(&id).ok_or_else(not_found)?;
+            filter.last_poll = Instant::now();
+            match &filter.watch {
+                Watch::Logs { criteria, .. } => criteria.clone(),
+                _ => return Err(not_found().into()),
+            }
+        };
+        Ok(crate::logs::get_logs(&self.ctx, &criteria)?)
+    }
+
+    fn uninstall_filter(&self, id: String) -> JsonRpcResult<bool> {
+        Ok(self.lock().remove(&id).is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_logs_keep_to_the_numbers_given() {
+        let hash = B256::repeat_byte(1);
+        let filter = |v: Value| -> Filter { serde_json::from_value(v).unwrap() };
+        let open = filter(serde_json::json!({}));
+        assert!(in_range(&open, 0, hash) && in_range(&open, 1_000, hash));
+        let from_latest = filter(serde_json::json!({"fromBlock": "latest"}));
+        assert!(in_range(&from_latest, 5, hash));
+        let bounded = filter(serde_json::json!({"fromBlock": "0x5", "toBlock": "0x7"}));
+        assert!(!in_range(&bounded, 4, hash));
+        assert!(in_range(&bounded, 5, hash) && in_range(&bounded, 7, hash));
+        assert!(!in_range(&bounded, 8, hash));
+        let at = filter(serde_json::json!({ "blockHash": hash }));
+        assert!(in_range(&at, 9, hash));
+        assert!(!in_range(&at, 9, B256::repeat_byte(2)));
+    }
+
+    #[test]
+    fn a_receiver_that_fell_behind_says_by_how_much() {
+        let (tx, mut rx) = broadcast::channel(2);
+        for n in 0..5u8 {
+            tx.send(n).unwrap();
+        }
+        assert_eq!(drain(&mut rx), Err(3));
+        // Then it goes on from the oldest kept.
+        assert_eq!(drain(&mut rx), Ok(vec![3, 4]));
+    }
+}
