@@ -547,22 +547,23 @@ impl Store {
                     .map_err(|e| StoreError::Corrupt(format!("body {number}: {e}")))?
                     .unwrap_or_default();
                 hash_to_number.remove(hash.as_slice())?;
-                let block_senders = senders.remove(number)?.map(|v| {
-                    v.value()
-                        .chunks_exact(20)
-                        .map(Address::from_slice)
-                        .collect::<Vec<_>>()
-                });
-                let block_receipts = receipts
-                    .remove(number)?
-                    .map(|v| Vec::<ReceiptEnvelope>::decode(&mut v.value()))
-                    .transpose()
-                    .map_err(|e| StoreError::Corrupt(format!("receipts {number}: {e}")))?;
+                let block_senders = senders.remove(number)?;
+                let block_receipts = receipts.remove(number)?;
                 if announce {
-                    left.push((
-                        block_senders.unwrap_or_default(),
-                        block_receipts.unwrap_or_default(),
-                    ));
+                    // A subscriber's view of the block; a receipt list that does not decode
+                    // (never written so) is announced empty rather than stopping the unwind.
+                    let senders = block_senders
+                        .map(|v| {
+                            v.value()
+                                .chunks_exact(20)
+                                .map(Address::from_slice)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let receipts = block_receipts
+                        .and_then(|v| Vec::<ReceiptEnvelope>::decode(&mut v.value()).ok())
+                        .unwrap_or_default();
+                    left.push((senders, receipts));
                 }
                 requests.remove(number)?;
                 for t in &body.transactions {

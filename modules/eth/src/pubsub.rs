@@ -24,7 +24,7 @@ use jsonrpsee::{
 };
 use serde::Serialize;
 use serde_json::Value;
-use simnode_api::{BlockEvent, ChainEvent, ModuleContext, RpcError};
+use simnode_api::{BlockEvent, ChainEvent, ModuleContext, PoolEvent, RpcError};
 use tokio::sync::broadcast::{self, error::RecvError};
 
 #[rpc(server)]
@@ -166,55 +166,70 @@ impl EthPubSubApiServer for EthPubSub {
         // Subscribed before accepting, so nothing that happens once the client holds the id
         // is missed.
         match kind {
-            Kind::NewHeads | Kind::Logs(_) => {
-                let mut events = self.ctx.chain.chain_events();
-                let sink = pending.accept().await?;
-                while let Some(event) = next(&sink, &mut events).await {
-                    let sent = match (event.map_err(lagged)?, &kind) {
-                        (ChainEvent::Added(added), Kind::NewHeads) => {
-                            let header = RpcHeader::from_consensus(
-                                added.block.header.clone(),
-                                None,
-                                None::<U256>,
-                            );
-                            send(&sink, &header).await
-                        }
-                        (ChainEvent::Removed(_), Kind::NewHeads) => Ok(()),
-                        (ChainEvent::Added(block), Kind::Logs(filter)) => {
-                            send_all(&sink, matching_logs(filter, &block, false)).await
-                        }
-                        (ChainEvent::Removed(block), Kind::Logs(filter)) => {
-                            send_all(&sink, matching_logs(filter, &block, true)).await
-                        }
-                        (_, Kind::PendingTransactions { .. }) => Ok(()),
-                    };
-                    if sent.is_err() {
-                        break;
-                    }
-                }
+            Kind::NewHeads => {
+                let events = self.ctx.chain.chain_events();
+                follow_chain(pending.accept().await?, events, None).await
+            }
+            Kind::Logs(filter) => {
+                let events = self.ctx.chain.chain_events();
+                follow_chain(pending.accept().await?, events, Some(&filter)).await
             }
             Kind::PendingTransactions { full } => {
-                let mut events = self.ctx.pool.pool_events();
-                let sink = pending.accept().await?;
-                while let Some(event) = next(&sink, &mut events).await {
-                    let tx = event.map_err(lagged)?;
-                    let sent = if full {
-                        let tx = Transaction::from_transaction(
-                            (*tx).clone(),
-                            TransactionInfo::default(),
-                        );
-                        send(&sink, &tx).await
-                    } else {
-                        send(&sink, tx.tx_hash()).await
-                    };
-                    if sent.is_err() {
-                        break;
-                    }
-                }
+                let events = self.ctx.pool.pool_events();
+                follow_pool(pending.accept().await?, events, full).await
             }
         }
-        Ok(())
     }
+}
+
+/// New heads (no filter) or logs (a filter) until the subscriber leaves.
+async fn follow_chain(
+    sink: SubscriptionSink,
+    mut events: broadcast::Receiver<ChainEvent>,
+    logs: Option<&Filter>,
+) -> SubscriptionResult {
+    while let Some(event) = next(&sink, &mut events).await {
+        let sent = match (event.map_err(lagged)?, logs) {
+            (ChainEvent::Added(added), None) => {
+                let header =
+                    RpcHeader::from_consensus(added.block.header.clone(), None, None::<U256>);
+                send(&sink, &header).await
+            }
+            // A head that left the chain is not announced; its replacement is.
+            (ChainEvent::Removed(_), None) => Ok(()),
+            (ChainEvent::Added(block), Some(filter)) => {
+                send_all(&sink, matching_logs(filter, &block, false)).await
+            }
+            (ChainEvent::Removed(block), Some(filter)) => {
+                send_all(&sink, matching_logs(filter, &block, true)).await
+            }
+        };
+        if sent.is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Transactions entering the pool (hashes, or whole with `full`) until the subscriber leaves.
+async fn follow_pool(
+    sink: SubscriptionSink,
+    mut events: broadcast::Receiver<PoolEvent>,
+    full: bool,
+) -> SubscriptionResult {
+    while let Some(event) = next(&sink, &mut events).await {
+        let tx = event.map_err(lagged)?;
+        let sent = if full {
+            let tx = Transaction::from_transaction((*tx).clone(), TransactionInfo::default());
+            send(&sink, &tx).await
+        } else {
+            send(&sink, tx.tx_hash()).await
+        };
+        if sent.is_err() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Each log as its own notification, as geth sends them.
