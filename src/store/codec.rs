@@ -100,6 +100,15 @@ pub fn changeset_key<const N: usize>(block: u64, rest: &[u8]) -> [u8; N] {
     k
 }
 
+/// A block's senders as the senders table holds them: the addresses one after another.
+pub fn encode_senders(senders: &[Address]) -> Vec<u8> {
+    senders.iter().flat_map(|a| a.0 .0).collect()
+}
+
+pub fn decode_senders(bytes: &[u8]) -> Vec<Address> {
+    bytes.chunks_exact(20).map(Address::from_slice).collect()
+}
+
 pub fn u256_bytes(v: &U256) -> [u8; 32] {
     v.to_be_bytes::<32>()
 }

@@ -553,12 +553,7 @@ impl Store {
                     // A subscriber's view of the block; a receipt list that does not decode
                     // (never written so) is announced empty rather than stopping the unwind.
                     let senders = block_senders
-                        .map(|v| {
-                            v.value()
-                                .chunks_exact(20)
-                                .map(Address::from_slice)
-                                .collect()
-                        })
+                        .map(|v| codec::decode_senders(v.value()))
                         .unwrap_or_default();
                     let receipts = block_receipts
                         .and_then(|v| Vec::<ReceiptEnvelope>::decode(&mut v.value()).ok())
@@ -704,7 +699,7 @@ fn write_block_data(tx: &WriteTransaction, block: &NewBlock) -> Result<(), Store
     buf.clear();
     block.body.encode(&mut buf);
     tx.open_table(BODIES)?.insert(number, buf.as_slice())?;
-    let senders: Vec<u8> = block.senders.iter().flat_map(|a| a.0 .0).collect();
+    let senders = codec::encode_senders(&block.senders);
     tx.open_table(SENDERS)?.insert(number, senders.as_slice())?;
     buf.clear();
     block.receipts.encode(&mut buf);

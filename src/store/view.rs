@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use alloy::{
     consensus::{BlockBody, Header, ReceiptEnvelope, Sealed, TxEnvelope},
-    primitives::{Address, B256},
+    primitives::B256,
     rlp::Decodable,
 };
 use redb::ReadableDatabase;
@@ -37,12 +37,7 @@ impl Store {
         let senders_table = tx.open_table(SENDERS)?;
         let senders = senders_table
             .get(number)?
-            .map(|v| {
-                v.value()
-                    .chunks_exact(20)
-                    .map(Address::from_slice)
-                    .collect()
-            })
+            .map(|v| super::codec::decode_senders(v.value()))
             .unwrap_or_default();
         Ok(Some(StoredBlock {
             header,
