@@ -9,21 +9,16 @@ use std::{
 };
 
 use alloy::{
-    consensus::{SignableTransaction, TxEip1559, TxEnvelope},
-    eips::Encodable2718,
-    primitives::{address, Address, Signature, TxKind, U256},
+    consensus::TxEip1559,
+    primitives::{address, Address, TxKind, U256},
 };
-use k256::ecdsa::SigningKey;
 use serde_json::{json, Value};
-use support::{Node, TempDir};
+use support::{sign_with_dev_key, Node, TempDir};
 
-/// The first key of the test mnemonic (`test test ... junk`), funded on the dev chain.
-const KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
 const ADDR0: Address = address!("f39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
 
 fn transfer(nonce: u64, to: Address, value: U256) -> String {
-    let key = SigningKey::from_slice(&alloy::primitives::hex::decode(KEY0).unwrap()).unwrap();
-    let tx = TxEip1559 {
+    sign_with_dev_key(TxEip1559 {
         chain_id: 1337,
         nonce,
         gas_limit: 21_000,
@@ -32,15 +27,7 @@ fn transfer(nonce: u64, to: Address, value: U256) -> String {
         to: TxKind::Call(to),
         value,
         ..Default::default()
-    };
-    let (sig, recid) = key
-        .sign_prehash_recoverable(tx.signature_hash().as_slice())
-        .unwrap();
-    let envelope = TxEnvelope::from(tx.into_signed(Signature::from((sig, recid))));
-    format!(
-        "0x{}",
-        alloy::primitives::hex::encode(envelope.encoded_2718())
-    )
+    })
 }
 
 fn wait_for(node: &Node, what: &str, mut f: impl FnMut(&Node) -> Option<Value>) -> Value {

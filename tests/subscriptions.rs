@@ -9,25 +9,21 @@ mod support;
 use std::{path::Path, time::Duration};
 
 use alloy::{
-    consensus::{SignableTransaction, TxEip1559, TxEnvelope},
-    eips::Encodable2718,
-    primitives::{Signature, TxKind, U256},
+    consensus::TxEip1559,
+    primitives::{TxKind, U256},
 };
 use futures_util::{SinkExt, StreamExt};
-use k256::ecdsa::SigningKey;
 use serde_json::{json, Value};
-use support::{execution_apis_genesis, import_execution_apis_chain, Node, TempDir};
+use support::{
+    execution_apis_genesis, import_execution_apis_chain, sign_with_dev_key, Node, TempDir,
+};
 use tokio_tungstenite::tungstenite::Message;
-
-/// The first key of the test mnemonic (`test test ... junk`), funded on the dev chain.
-const KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
 
 /// A contract creation whose init code logs one topic (0x2a) and returns nothing.
 fn create_logging_contract(nonce: u64) -> String {
-    let key = SigningKey::from_slice(&alloy::primitives::hex::decode(KEY0).unwrap()).unwrap();
     // PUSH1 0x2a PUSH1 0 PUSH1 0 LOG1 STOP
     let init = alloy::primitives::hex::decode("602a60006000a100").unwrap();
-    let tx = TxEip1559 {
+    sign_with_dev_key(TxEip1559 {
         chain_id: 1337,
         nonce,
         gas_limit: 100_000,
@@ -37,15 +33,7 @@ fn create_logging_contract(nonce: u64) -> String {
         value: U256::ZERO,
         input: init.into(),
         ..Default::default()
-    };
-    let (sig, recid) = key
-        .sign_prehash_recoverable(tx.signature_hash().as_slice())
-        .unwrap();
-    let envelope = TxEnvelope::from(tx.into_signed(Signature::from((sig, recid))));
-    format!(
-        "0x{}",
-        alloy::primitives::hex::encode(envelope.encoded_2718())
-    )
+    })
 }
 
 type Socket =

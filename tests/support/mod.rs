@@ -529,6 +529,25 @@ pub fn hex_encode(data: &[u8]) -> String {
     data.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The first key of the test mnemonic (`test test ... junk`), funded on the dev chain.
+pub const DEV_KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+
+/// `tx` signed with [`DEV_KEY0`], as `eth_sendRawTransaction` takes it (0x-hex EIP-2718 bytes).
+pub fn sign_with_dev_key(tx: alloy::consensus::TxEip1559) -> String {
+    use alloy::consensus::SignableTransaction;
+    use alloy::eips::Encodable2718;
+    let key = k256::ecdsa::SigningKey::from_slice(
+        &alloy::primitives::hex::decode(DEV_KEY0).expect("hex key"),
+    )
+    .expect("a valid key");
+    let (sig, recid) = key
+        .sign_prehash_recoverable(tx.signature_hash().as_slice())
+        .expect("signing");
+    let signed = tx.into_signed(alloy::primitives::Signature::from((sig, recid)));
+    let envelope = alloy::consensus::TxEnvelope::from(signed);
+    format!("0x{}", hex_encode(&envelope.encoded_2718()))
+}
+
 /// An Engine API token: HS256 over `{"iat": now}`.
 pub fn jwt_hs256(secret: &[u8]) -> String {
     let iat = SystemTime::now()
