@@ -365,10 +365,11 @@ async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polled_filters_on_the_dev_chain() {
+    const OTHER_KEY: &str = "otherkey0123456789abcdef0123456789";
     let node = std::sync::Arc::new(Node::start(
         TempDir::new("filters"),
         Path::new("dev"),
-        &["--dev"],
+        &["--dev", "--api-key", OTHER_KEY],
     ));
     let blocks = http(&node, "eth_newBlockFilter", json!([])).await;
     let pending = http(&node, "eth_newPendingTransactionFilter", json!([])).await;
@@ -417,6 +418,33 @@ async fn polled_filters_on_the_dev_chain() {
     for id in ids {
         assert_eq!(changes(id).await, json!([]), "each change is told once");
     }
+
+    // A filter belongs to the key that installed it: to another key it does not exist.
+    let addr = node.http_addr();
+    let as_other = |method: &str, id: &Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": [id]});
+        let path = format!("/v3/{OTHER_KEY}");
+        let body = body.to_string();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let headers = [("Content-Type", "application/json")];
+                let (status, text) =
+                    support::http_post(addr, &path, &headers, body.as_bytes()).expect("post");
+                assert_eq!(status, 200, "{text}");
+                serde_json::from_str::<Value>(&text).expect("json")
+            })
+            .await
+            .expect("http call")
+        }
+    };
+    for method in ["eth_getFilterChanges", "eth_getFilterLogs"] {
+        let answer = as_other(method, &logs).await;
+        assert_eq!(answer["error"]["message"], "filter not found", "{answer}");
+    }
+    assert_eq!(
+        as_other("eth_uninstallFilter", &logs).await["result"],
+        false
+    );
 
     // The whole range of a log filter's criteria, as eth_getLogs answers it.
     let all = http(&node, "eth_getFilterLogs", json!([logs])).await;

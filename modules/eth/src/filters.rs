@@ -9,6 +9,10 @@
 //! -32000 "filter not found". A filter that fell more than
 //! [`simnode_api::events::EVENTS_KEPT`] events behind is dropped too, with an error saying so,
 //! rather than answering with a silent gap.
+//!
+//! Filters belong to the API key that installed them: another key polling or uninstalling one
+//! is told it does not exist, and one key cannot take more than [`MAX_FILTERS_PER_KEY`] of the
+//! node's [`MAX_FILTERS`].
 
 use std::{
     collections::HashMap,
@@ -21,9 +25,12 @@ use alloy::{
     primitives::B256,
     rpc::types::{Filter, FilterBlockOption, FilterChanges, Log},
 };
+use jsonrpsee::Extensions;
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
 use serde_json::Value;
-use simnode_api::{BlockEvent, ChainEvent, ModuleContext, PoolEvent, RpcError, RpcResult};
+use simnode_api::{
+    ApiKeyId, BlockEvent, ChainEvent, ModuleContext, PoolEvent, RpcError, RpcResult,
+};
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
 use crate::pubsub::matching_logs;
@@ -32,20 +39,22 @@ use crate::pubsub::matching_logs;
 pub const FILTER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// Filters installed at once, over all clients: the memory they hold stays bounded.
 pub const MAX_FILTERS: usize = 10_000;
+/// Filters one API key may hold at once, so that no key can use up the others' share.
+pub const MAX_FILTERS_PER_KEY: usize = 1_000;
 
 #[rpc(server)]
 pub trait EthFilterApi {
-    #[method(name = "eth_newFilter")]
+    #[method(name = "eth_newFilter", with_extensions)]
     fn new_filter(&self, criteria: Value) -> JsonRpcResult<String>;
-    #[method(name = "eth_newBlockFilter")]
+    #[method(name = "eth_newBlockFilter", with_extensions)]
     fn new_block_filter(&self) -> JsonRpcResult<String>;
-    #[method(name = "eth_newPendingTransactionFilter")]
+    #[method(name = "eth_newPendingTransactionFilter", with_extensions)]
     fn new_pending_transaction_filter(&self) -> JsonRpcResult<String>;
-    #[method(name = "eth_getFilterChanges")]
+    #[method(name = "eth_getFilterChanges", with_extensions)]
     fn filter_changes(&self, id: String) -> JsonRpcResult<FilterChanges>;
-    #[method(name = "eth_getFilterLogs")]
+    #[method(name = "eth_getFilterLogs", with_extensions)]
     fn filter_logs(&self, id: String) -> JsonRpcResult<Vec<Log>>;
-    #[method(name = "eth_uninstallFilter")]
+    #[method(name = "eth_uninstallFilter", with_extensions)]
     fn uninstall_filter(&self, id: String) -> JsonRpcResult<bool>;
 }
 
@@ -62,8 +71,15 @@ enum Watch {
 }
 
 struct Installed {
+    /// The API key that installed it (none when the node serves without keys, as in tests).
+    owner: Option<ApiKeyId>,
     watch: Watch,
     last_poll: Instant,
+}
+
+/// The API key of a request.
+fn key_of(ext: &Extensions) -> Option<ApiKeyId> {
+    ext.get::<ApiKeyId>().cloned()
 }
 
 pub struct EthFilters {
@@ -136,19 +152,22 @@ impl EthFilters {
         self.installed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn install(&self, watch: Watch) -> RpcResult<String> {
+    fn install(&self, owner: Option<ApiKeyId>, watch: Watch) -> RpcResult<String> {
         let mut installed = self.lock();
         let now = Instant::now();
         installed.retain(|_, f| now.duration_since(f.last_poll) < FILTER_TIMEOUT);
-        if installed.len() >= MAX_FILTERS {
+        let owned = installed.values().filter(|f| f.owner == owner).count();
+        if installed.len() >= MAX_FILTERS || owned >= MAX_FILTERS_PER_KEY {
             return Err(RpcError::LimitExceeded(format!(
-                "too many filters installed (at most {MAX_FILTERS}); uninstall some or let them time out"
+                "too many filters installed (at most {MAX_FILTERS_PER_KEY} per key, \
+                 {MAX_FILTERS} in all); uninstall some or let them time out"
             )));
         }
         let id = new_id()?;
         installed.insert(
             id.clone(),
             Installed {
+                owner,
                 watch,
                 last_poll: now,
             },
@@ -156,11 +175,14 @@ impl EthFilters {
         Ok(id)
     }
 
-    fn changes(&self, id: &str) -> RpcResult<FilterChanges> {
+    fn changes(&self, owner: Option<ApiKeyId>, id: &str) -> RpcResult<FilterChanges> {
         let mut installed = self.lock();
         let now = Instant::now();
         installed.retain(|_, f| now.duration_since(f.last_poll) < FILTER_TIMEOUT);
-        let filter = installed.get_mut(id).ok_or_else(not_found)?;
+        let filter = installed
+            .get_mut(id)
+            .filter(|f| f.owner == owner)
+            .ok_or_else(not_found)?;
         filter.last_poll = now;
         let changes = match &mut filter.watch {
             Watch::Blocks(events) => drain(events).map(|events| {
@@ -196,32 +218,39 @@ impl EthFilters {
 }
 
 impl EthFilterApiServer for EthFilters {
-    fn new_filter(&self, criteria: Value) -> JsonRpcResult<String> {
+    fn new_filter(&self, ext: &Extensions, criteria: Value) -> JsonRpcResult<String> {
         let filter: Filter = serde_json::from_value(criteria.clone())
             .map_err(|e| RpcError::invalid_params(format!("invalid argument 0: {e}")))?;
-        Ok(self.install(Watch::Logs {
+        let watch = Watch::Logs {
             criteria,
             filter: Box::new(filter),
             events: self.ctx.chain.chain_events(),
-        })?)
+        };
+        Ok(self.install(key_of(ext), watch)?)
     }
 
-    fn new_block_filter(&self) -> JsonRpcResult<String> {
-        Ok(self.install(Watch::Blocks(self.ctx.chain.chain_events()))?)
+    fn new_block_filter(&self, ext: &Extensions) -> JsonRpcResult<String> {
+        let watch = Watch::Blocks(self.ctx.chain.chain_events());
+        Ok(self.install(key_of(ext), watch)?)
     }
 
-    fn new_pending_transaction_filter(&self) -> JsonRpcResult<String> {
-        Ok(self.install(Watch::PendingTransactions(self.ctx.pool.pool_events()))?)
+    fn new_pending_transaction_filter(&self, ext: &Extensions) -> JsonRpcResult<String> {
+        let watch = Watch::PendingTransactions(self.ctx.pool.pool_events());
+        Ok(self.install(key_of(ext), watch)?)
     }
 
-    fn filter_changes(&self, id: String) -> JsonRpcResult<FilterChanges> {
-        Ok(self.changes(&id)?)
+    fn filter_changes(&self, ext: &Extensions, id: String) -> JsonRpcResult<FilterChanges> {
+        Ok(self.changes(key_of(ext), &id)?)
     }
 
-    fn filter_logs(&self, id: String) -> JsonRpcResult<Vec<Log>> {
+    fn filter_logs(&self, ext: &Extensions, id: String) -> JsonRpcResult<Vec<Log>> {
+        let owner = key_of(ext);
         let criteria = {
             let mut installed = self.lock();
-            let filter = installed.get_mut(&id).ok_or_else(not_found)?;
+            let filter = installed
+                .get_mut(&id)
+                .filter(|f| f.owner == owner)
+                .ok_or_else(not_found)?;
             filter.last_poll = Instant::now();
             match &filter.watch {
                 Watch::Logs { criteria, .. } => criteria.clone(),
@@ -231,8 +260,14 @@ impl EthFilterApiServer for EthFilters {
         Ok(crate::logs::get_logs(&self.ctx, &criteria)?)
     }
 
-    fn uninstall_filter(&self, id: String) -> JsonRpcResult<bool> {
-        Ok(self.lock().remove(&id).is_some())
+    fn uninstall_filter(&self, ext: &Extensions, id: String) -> JsonRpcResult<bool> {
+        let mut installed = self.lock();
+        let owner = key_of(ext);
+        if installed.get(&id).is_some_and(|f| f.owner == owner) {
+            installed.remove(&id);
+            return Ok(true);
+        }
+        Ok(false)
     }
 }
 
