@@ -34,7 +34,7 @@ enum IdKind {
     /// Another number, or a bool: valid, but jsonrpsee cannot hold it. Bytes `start..end` of
     /// the body.
     Foreign { start: usize, end: usize },
-    /// An array or object: the request object is invalid. Bytes `start..end` are the object.
+    /// An array or object: the request object is invalid.
     Invalid,
 }
 
@@ -43,6 +43,7 @@ fn offset_in(outer: &str, inner: &str) -> usize {
     inner.as_ptr() as usize - outer.as_ptr() as usize
 }
 
+/// The id of request `object`, a slice of `body` (spans are offsets into `body`).
 fn id_kind(body: &str, object: &str) -> IdKind {
     let Ok(IdOnly { id: Some(id) }) = serde_json::from_str::<IdOnly<'_>>(object) else {
         // No id, a null one, or something jsonrpsee refuses as well (answered as it sees fit).

@@ -25,8 +25,7 @@ use alloy::{
     primitives::B256,
     rpc::types::{Filter, FilterBlockOption, FilterChanges, Log},
 };
-use jsonrpsee::Extensions;
-use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
+use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, Extensions};
 use serde_json::Value;
 use simnode_api::{
     ApiKeyId, BlockEvent, ChainEvent, ModuleContext, PoolEvent, RpcError, RpcResult,
