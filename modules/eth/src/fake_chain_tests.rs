@@ -15,7 +15,7 @@ const REVERTS: Address = address!("00000000000000000000000000000000000000a2");
 const ENV_ECHO: Address = address!("00000000000000000000000000000000000000a3");
 const RICH: Address = address!("00000000000000000000000000000000000000b1");
 
-fn spec() -> ChainSpec {
+pub(crate) fn spec() -> ChainSpec {
     use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork as F, ForkCondition as C};
     // Forks through London from genesis, so that the test contracts may use REVERT and
     // BASEFEE. (Receipts of block 1 keep their recorded pre-Byzantium `root`: the receipt

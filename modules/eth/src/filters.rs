@@ -84,6 +84,8 @@ fn key_of(ext: &Extensions) -> Option<ApiKeyId> {
 pub struct EthFilters {
     ctx: ModuleContext,
     installed: Mutex<HashMap<String, Installed>>,
+    /// [`FILTER_TIMEOUT`], shorter in tests.
+    timeout: Duration,
 }
 
 fn not_found() -> RpcError {
@@ -144,6 +146,7 @@ impl EthFilters {
         Self {
             ctx,
             installed: Mutex::default(),
+            timeout: FILTER_TIMEOUT,
         }
     }
 
@@ -154,7 +157,7 @@ impl EthFilters {
     fn install(&self, owner: Option<ApiKeyId>, watch: Watch) -> RpcResult<String> {
         let mut installed = self.lock();
         let now = Instant::now();
-        installed.retain(|_, f| now.duration_since(f.last_poll) < FILTER_TIMEOUT);
+        installed.retain(|_, f| now.duration_since(f.last_poll) < self.timeout);
         let owned = installed.values().filter(|f| f.owner == owner).count();
         if installed.len() >= MAX_FILTERS || owned >= MAX_FILTERS_PER_KEY {
             return Err(RpcError::LimitExceeded(format!(
@@ -177,7 +180,7 @@ impl EthFilters {
     fn changes(&self, owner: Option<ApiKeyId>, id: &str) -> RpcResult<FilterChanges> {
         let mut installed = self.lock();
         let now = Instant::now();
-        installed.retain(|_, f| now.duration_since(f.last_poll) < FILTER_TIMEOUT);
+        installed.retain(|_, f| now.duration_since(f.last_poll) < self.timeout);
         let filter = installed
             .get_mut(id)
             .filter(|f| f.owner == owner)
@@ -273,6 +276,60 @@ impl EthFilterApiServer for EthFilters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use simnode_api::{
+        testing::{MemoryChain, MemoryPool},
+        RpcLimits,
+    };
+    use std::sync::Arc;
+
+    fn filters(timeout: Duration) -> EthFilters {
+        let ctx = ModuleContext {
+            spec: Arc::new(crate::fake_chain_tests::spec()),
+            chain: Arc::new(MemoryChain::new()),
+            pool: Arc::new(MemoryPool::default()),
+            limits: Arc::new(RpcLimits::default()),
+        };
+        EthFilters {
+            timeout,
+            ..EthFilters::new(ctx)
+        }
+    }
+
+    fn blocks(f: &EthFilters) -> Watch {
+        Watch::Blocks(f.ctx.chain.chain_events())
+    }
+
+    #[test]
+    fn unpolled_filters_expire() {
+        let f = filters(Duration::from_secs(1));
+        let key = Some(ApiKeyId("a".into()));
+        let polled = f.install(key.clone(), blocks(&f)).unwrap();
+        let left = f.install(key.clone(), blocks(&f)).unwrap();
+        // `left` was last polled two seconds ago.
+        let long_ago = Instant::now()
+            .checked_sub(Duration::from_secs(2))
+            .expect("the monotonic clock started more than two seconds ago");
+        f.lock().get_mut(&left).unwrap().last_poll = long_ago;
+        assert!(f.changes(key.clone(), &polled).is_ok());
+        let err = f.changes(key.clone(), &left).unwrap_err();
+        assert_eq!(err.to_string(), "filter not found");
+        assert_eq!(err.code(), -32000);
+    }
+
+    #[test]
+    fn one_key_cannot_take_every_filter() {
+        let f = filters(FILTER_TIMEOUT);
+        let a = Some(ApiKeyId("a".into()));
+        for _ in 0..MAX_FILTERS_PER_KEY {
+            f.install(a.clone(), blocks(&f)).unwrap();
+        }
+        let err = f.install(a.clone(), blocks(&f)).unwrap_err();
+        assert_eq!(err.code(), -32005, "{err}");
+        let b = Some(ApiKeyId("b".into()));
+        let id = f.install(b.clone(), blocks(&f)).unwrap();
+        assert!(f.changes(b, &id).is_ok());
+        assert!(f.changes(a, &id).is_err(), "another key's filter");
+    }
 
     #[test]
     fn live_logs_keep_to_the_numbers_given() {
