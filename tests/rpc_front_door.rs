@@ -678,6 +678,30 @@ async fn rate_limit_answers_429_then_recovers_after_the_backoff() {
     let recovered = node.call(&key, "test_echo", json!([4])).await;
     assert_eq!(recovered.status, 200, "{recovered:?}");
 
+    // A request whose id the front door has to put right (sent on a second time inside) counts
+    // once: the burst of two still holds two of them, and the third is refused with its id.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let path = format!("/v3/{key}");
+    for id in ["-1", "-2", "-3"] {
+        let reply = node
+            .post(
+                &path,
+                &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"test_echo","params":[1]}}"#),
+            )
+            .await;
+        if id == "-3" {
+            assert_eq!(reply.status, 429, "{reply:?}");
+            assert_eq!(reply.json()["id"], json!(-3), "{reply:?}");
+            assert_eq!(reply.error_code(), -32005);
+        } else {
+            assert_eq!(reply.status, 200, "{id}: {reply:?}");
+            assert_eq!(
+                reply.text,
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":1}}"#)
+            );
+        }
+    }
+
     // Limits can be changed while the node runs.
     keys_cli(node.dir.path(), &["limit", &key, "--rps", "0"]).expect("keys limit");
     tokio::time::sleep(Duration::from_millis(150)).await;

@@ -277,11 +277,17 @@ where
     Ok(HttpResponse::from_parts(parts, HttpBody::from(answer)))
 }
 
+/// Put on a request sent on a second time whose first dispatch was already counted against its
+/// key: the RPC middleware does not count it again.
+#[derive(Debug, Clone, Copy)]
+pub struct AlreadyCharged;
+
 /// The head of an HTTP request sent on a second time: what jsonrpsee and the RPC middleware
-/// read of the first one.
+/// read of the first one (`charged`: the first dispatch counted against the key's limits).
 fn resend_head(
     uri: http::Uri,
     key: Option<AuthedKey>,
+    charged: bool,
 ) -> Result<http::request::Parts, http::Error> {
     let mut head = Request::post(uri)
         .header(header::CONTENT_TYPE, "application/json")
@@ -293,6 +299,9 @@ fn resend_head(
         head.extensions.insert(key);
     }
     head.extensions.insert(Transport::Http);
+    if charged {
+        head.extensions.insert(AlreadyCharged);
+    }
     Ok(head)
 }
 
@@ -377,7 +386,11 @@ where
                         let unanswered = response.extensions().get::<NoAnswer>().is_some();
                         match unanswered.then(|| ids::fix_single(&body)).flatten() {
                             Some(rewrite) => {
-                                let head = resend_head(uri, key)?;
+                                // Refused for its rate the first time: charged (and refused)
+                                // again; otherwise it was counted once already.
+                                let charged =
+                                    response.extensions().get::<LimitedMarker>().is_none();
+                                let head = resend_head(uri, key, charged)?;
                                 let sent = Bytes::from(rewrite.body.clone());
                                 std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
                                 dispatch(&mut inner, head, sent, Some(&rewrite)).await?

@@ -11,9 +11,10 @@
 //! jsonrpsee found no answer for it (so an ordinary request pays nothing), a batch before it is
 //! sent on (one parse of its items, which jsonrpsee parses again). A foreign id is replaced by a
 //! stand-in string the request does not contain anywhere, and in the answer the stand-in is
-//! replaced by the id as the client wrote it. A single request sent on again is counted twice
-//! against its key's limits (once as the notification jsonrpsee took it for). WebSocket messages
-//! are read by jsonrpsee itself, past this layer: there such requests are still not answered.
+//! replaced by the id as the client wrote it. A single request sent on again is counted once
+//! against its key's limits (its first dispatch, as the notification jsonrpsee took it for, was).
+//! WebSocket messages are read by jsonrpsee itself, past this layer: there such requests are
+//! still not answered.
 
 use jsonrpsee::types::Id;
 use serde::Deserialize;

@@ -19,7 +19,7 @@ use jsonrpsee::{
 use super::{
     backend::KeyBackend,
     error::FrontDoorError,
-    http_layer::{AuthedKey, LimitedMarker, NoAnswer, Transport},
+    http_layer::{AlreadyCharged, AuthedKey, LimitedMarker, NoAnswer, Transport},
     max_params::MaxParams,
     metrics, param_errors,
     policy::MethodPolicy,
@@ -87,6 +87,9 @@ async fn charge(
     extensions: &http::Extensions,
     n: usize,
 ) -> Result<(), FrontDoorError> {
+    if extensions.get::<AlreadyCharged>().is_some() {
+        return Ok(());
+    }
     match extensions.get::<AuthedKey>() {
         Some(AuthedKey(entry)) => {
             let n = u32::try_from(n).unwrap_or(u32::MAX);
