@@ -32,7 +32,7 @@ use simnode_api::{
 };
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
-use crate::pubsub::matching_logs;
+use crate::logs;
 
 /// How long a filter lives without being polled (geth's deadline).
 pub const FILTER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -138,7 +138,7 @@ fn block_logs(filter: &Filter, block: &BlockEvent, removed: bool) -> Vec<Log> {
     if !in_range(filter, header.number, header.hash()) {
         return Vec::new();
     }
-    matching_logs(filter, block, removed)
+    logs::block_logs(filter, &block.block, &block.receipts, removed)
 }
 
 impl EthFilters {

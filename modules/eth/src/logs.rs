@@ -1,11 +1,14 @@
 //! eth_getLogs over stored receipts, with the block-range and result-size limits.
 
 use alloy::{
+    consensus::ReceiptEnvelope,
     eips::BlockNumberOrTag,
     rpc::types::{Filter, FilterBlockOption, Log},
 };
 use serde_json::Value;
-use simnode_api::{block_id::BlockTag, BlockParam, ModuleContext, RpcError, RpcResult};
+use simnode_api::{
+    block_id::BlockTag, BlockParam, ModuleContext, RpcError, RpcResult, StoredBlock,
+};
 
 fn resolve_bound(
     ctx: &ModuleContext,
@@ -93,24 +96,41 @@ pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
         let Some(receipts) = ctx.chain.receipts(number)? else {
             continue;
         };
-        let mut log_index = 0u64;
-        for (tx_index, receipt) in receipts.iter().enumerate() {
-            let count = receipt.logs().len() as u64;
-            if receipt.logs().iter().any(|l| filter.matches(l)) {
-                for log in simnode_receipts::rpc_logs(&block, receipt, tx_index, log_index) {
-                    if filter.matches(&log.inner) {
-                        out.push(log);
-                    }
-                }
-                if out.len() > ctx.limits.max_logs {
-                    return Err(RpcError::LimitExceeded(format!(
-                        "query returned more than {} results; narrow the block range",
-                        ctx.limits.max_logs
-                    )));
-                }
-            }
-            log_index += count;
+        out.extend(block_logs(&filter, &block, &receipts, false));
+        if out.len() > ctx.limits.max_logs {
+            return Err(RpcError::LimitExceeded(format!(
+                "query returned more than {} results; narrow the block range",
+                ctx.limits.max_logs
+            )));
         }
     }
     Ok(out)
+}
+
+/// The logs of `block` (with its `receipts`) that `filter`'s addresses and topics match, in
+/// order; `removed` marks them as logs of a block that left the canonical chain.
+pub(crate) fn block_logs(
+    filter: &Filter,
+    block: &StoredBlock,
+    receipts: &[ReceiptEnvelope],
+    removed: bool,
+) -> Vec<Log> {
+    if !filter.matches_bloom(block.header.logs_bloom) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut log_index = 0u64;
+    for (tx_index, receipt) in receipts.iter().enumerate() {
+        let count = receipt.logs().len() as u64;
+        if receipt.logs().iter().any(|l| filter.matches(l)) {
+            for mut log in simnode_receipts::rpc_logs(block, receipt, tx_index, log_index) {
+                if filter.matches(&log.inner) {
+                    log.removed = removed;
+                    out.push(log);
+                }
+            }
+        }
+        log_index += count;
+    }
+    out
 }

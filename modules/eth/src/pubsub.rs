@@ -24,7 +24,9 @@ use jsonrpsee::{
 };
 use serde::Serialize;
 use serde_json::Value;
-use simnode_api::{BlockEvent, ChainEvent, ModuleContext, PoolEvent, RpcError};
+use simnode_api::{ChainEvent, ModuleContext, PoolEvent, RpcError};
+
+use crate::logs::block_logs;
 use tokio::sync::broadcast::{self, error::RecvError};
 
 #[rpc(server)]
@@ -101,7 +103,8 @@ fn lagged(missed: u64) -> jsonrpsee::core::SubscriptionError {
 async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()> {
     let Ok(message) = SubscriptionMessage::new(sink.method_name(), sink.subscription_id(), item)
     else {
-        // Our own types always serialize; should one not, the subscriber misses nothing else.
+        // Headers, logs, transactions and hashes always serialize; were one not to, that item
+        // would be skipped and the subscription would go on.
         return Ok(());
     };
     sink.send(message).await.map_err(|_| ())
@@ -120,32 +123,6 @@ async fn next<T: Clone>(
             Err(RecvError::Closed) => None,
         },
     }
-}
-
-/// The logs of `event` that `filter` matches, marked removed when the block left the chain.
-pub(crate) fn matching_logs(
-    filter: &Filter,
-    event: &BlockEvent,
-    removed: bool,
-) -> Vec<alloy::rpc::types::Log> {
-    if !filter.matches_bloom(event.block.header.logs_bloom) {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    let mut log_index = 0u64;
-    for (tx_index, receipt) in event.receipts.iter().enumerate() {
-        let count = receipt.logs().len() as u64;
-        if receipt.logs().iter().any(|l| filter.matches(l)) {
-            for mut log in simnode_receipts::rpc_logs(&event.block, receipt, tx_index, log_index) {
-                if filter.matches(&log.inner) {
-                    log.removed = removed;
-                    out.push(log);
-                }
-            }
-        }
-        log_index += count;
-    }
-    out
 }
 
 #[jsonrpsee::core::async_trait]
@@ -198,10 +175,18 @@ async fn follow_chain(
             // A head that left the chain is not announced; its replacement is.
             (ChainEvent::Removed(_), None) => Ok(()),
             (ChainEvent::Added(block), Some(filter)) => {
-                send_all(&sink, matching_logs(filter, &block, false)).await
+                send_all(
+                    &sink,
+                    block_logs(filter, &block.block, &block.receipts, false),
+                )
+                .await
             }
             (ChainEvent::Removed(block), Some(filter)) => {
-                send_all(&sink, matching_logs(filter, &block, true)).await
+                send_all(
+                    &sink,
+                    block_logs(filter, &block.block, &block.receipts, true),
+                )
+                .await
             }
         };
         if sent.is_err() {
