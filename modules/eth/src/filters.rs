@@ -76,6 +76,18 @@ struct Installed {
     last_poll: Instant,
 }
 
+/// Filter `id` if `owner` installed it; to anyone else it does not exist.
+fn owned_by<'a>(
+    installed: &'a mut HashMap<String, Installed>,
+    id: &str,
+    owner: &Option<ApiKeyId>,
+) -> RpcResult<&'a mut Installed> {
+    installed
+        .get_mut(id)
+        .filter(|f| f.owner == *owner)
+        .ok_or_else(not_found)
+}
+
 /// The API key of a request.
 fn key_of(ext: &Extensions) -> Option<ApiKeyId> {
     ext.get::<ApiKeyId>().cloned()
@@ -154,10 +166,16 @@ impl EthFilters {
         self.installed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn install(&self, owner: Option<ApiKeyId>, watch: Watch) -> RpcResult<String> {
+    /// The installed filters, those not polled within the timeout dropped.
+    fn lock_live(&self, now: Instant) -> std::sync::MutexGuard<'_, HashMap<String, Installed>> {
         let mut installed = self.lock();
-        let now = Instant::now();
         installed.retain(|_, f| now.duration_since(f.last_poll) < self.timeout);
+        installed
+    }
+
+    fn install(&self, owner: Option<ApiKeyId>, watch: Watch) -> RpcResult<String> {
+        let now = Instant::now();
+        let mut installed = self.lock_live(now);
         let owned = installed.values().filter(|f| f.owner == owner).count();
         if installed.len() >= MAX_FILTERS || owned >= MAX_FILTERS_PER_KEY {
             return Err(RpcError::LimitExceeded(format!(
@@ -178,13 +196,9 @@ impl EthFilters {
     }
 
     fn changes(&self, owner: Option<ApiKeyId>, id: &str) -> RpcResult<FilterChanges> {
-        let mut installed = self.lock();
         let now = Instant::now();
-        installed.retain(|_, f| now.duration_since(f.last_poll) < self.timeout);
-        let filter = installed
-            .get_mut(id)
-            .filter(|f| f.owner == owner)
-            .ok_or_else(not_found)?;
+        let mut installed = self.lock_live(now);
+        let filter = owned_by(&mut installed, id, &owner)?;
         filter.last_poll = now;
         let changes = match &mut filter.watch {
             Watch::Blocks(events) => drain(events).map(|events| {
@@ -249,10 +263,7 @@ impl EthFilterApiServer for EthFilters {
         let owner = key_of(ext);
         let criteria = {
             let mut installed = self.lock();
-            let filter = installed
-                .get_mut(&id)
-                .filter(|f| f.owner == owner)
-                .ok_or_else(not_found)?;
+            let filter = owned_by(&mut installed, &id, &owner)?;
             filter.last_poll = Instant::now();
             match &filter.watch {
                 Watch::Logs { criteria, .. } => criteria.clone(),
