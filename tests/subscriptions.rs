@@ -241,6 +241,15 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
     assert_eq!(answer["error"]["message"], "notifications not supported");
 }
 
+/// Moves the head to `hash` with forkchoiceUpdated (off the async runtime); it must be VALID.
+async fn move_head(node: &std::sync::Arc<Node>, hash: &Value) {
+    let (node, hash) = (node.clone(), hash.clone());
+    let v = tokio::task::spawn_blocking(move || engine_fcu(&node, &hash))
+        .await
+        .expect("fcu");
+    assert_eq!(v["result"]["payloadStatus"]["status"], "VALID", "{v}");
+}
+
 fn engine_fcu(node: &Node, head: &Value) -> Value {
     let req = json!({"jsonrpc":"2.0","id":1,"method":"engine_forkchoiceUpdatedV3",
         "params":[{"headBlockHash": head, "safeBlockHash": head,
@@ -291,12 +300,7 @@ async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
     let heads = ws.subscribe(json!(["newHeads"])).await;
     let log_filter = http(&node, "eth_newFilter", json!([{}])).await;
 
-    let node2 = node.clone();
-    let target_hash = target["hash"].clone();
-    let v = tokio::task::spawn_blocking(move || engine_fcu(&node2, &target_hash))
-        .await
-        .expect("fcu");
-    assert_eq!(v["result"]["payloadStatus"]["status"], "VALID", "{v}");
+    move_head(&node, &target["hash"]).await;
     let want = unwound_logs.len();
     let notes = ws
         .notifications(Duration::from_secs(10), |got| {
@@ -324,12 +328,7 @@ async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
     let polled = http(&node, "eth_getFilterChanges", json!([log_filter])).await;
     assert_eq!(polled, json!(expected_removed));
 
-    let node2 = node.clone();
-    let head_hash = head["hash"].clone();
-    let v = tokio::task::spawn_blocking(move || engine_fcu(&node2, &head_hash))
-        .await
-        .expect("fcu");
-    assert_eq!(v["result"]["payloadStatus"]["status"], "VALID", "{v}");
+    move_head(&node, &head["hash"]).await;
     let blocks = (head_number - target_number) as usize;
     let notes = ws
         .notifications(Duration::from_secs(10), |got| {
