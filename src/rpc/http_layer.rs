@@ -305,6 +305,44 @@ fn resend_head(
     Ok(head)
 }
 
+/// Sends a read HTTP body on to jsonrpsee, putting right the request ids it would drop (see
+/// `ids`): a batch is checked before it goes on, a single request only if it came back
+/// unanswered.
+async fn serve_body<S>(
+    inner: &mut S,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Result<HttpResponse, BoxError>
+where
+    S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>,
+{
+    if is_batch(&body) {
+        let rewrite = ids::fix_batch(&body);
+        let sent = rewrite
+            .as_ref()
+            .map_or_else(|| body.clone(), |r| Bytes::from(r.body.clone()));
+        return dispatch(inner, parts, sent, rewrite.as_ref()).await;
+    }
+    // What a second dispatch needs of the head, kept without cloning it (an ordinary request
+    // never needs it).
+    let (uri, key) = (
+        parts.uri.clone(),
+        parts.extensions.get::<AuthedKey>().cloned(),
+    );
+    let response = dispatch(inner, parts, body.clone(), None).await?;
+    let unanswered = response.extensions().get::<NoAnswer>().is_some();
+    let Some(rewrite) = unanswered.then(|| ids::fix_single(&body)).flatten() else {
+        return Ok(response);
+    };
+    // Refused for its rate the first time: charged (and refused) again; otherwise it was
+    // counted once already.
+    let charged = response.extensions().get::<LimitedMarker>().is_none();
+    let head = resend_head(uri, key, charged)?;
+    let sent = Bytes::from(rewrite.body.clone());
+    std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+    dispatch(inner, head, sent, Some(&rewrite)).await
+}
+
 impl<S, B> tower::Service<Request<B>> for FrontDoor<S>
 where
     S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>
@@ -367,37 +405,7 @@ where
                         }
                         Err(BodyError::Stream(err)) => return Err(err),
                     };
-                    // Request ids jsonrpsee would drop (see `ids`): a batch is checked before it
-                    // goes on, a single request only if it came back unanswered.
-                    if is_batch(&body) {
-                        let rewrite = ids::fix_batch(&body);
-                        let sent = rewrite
-                            .as_ref()
-                            .map_or_else(|| body.clone(), |r| Bytes::from(r.body.clone()));
-                        dispatch(&mut inner, parts, sent, rewrite.as_ref()).await?
-                    } else {
-                        // What a second dispatch needs of the head, kept without cloning it
-                        // (an ordinary request never needs it).
-                        let (uri, key) = (
-                            parts.uri.clone(),
-                            parts.extensions.get::<AuthedKey>().cloned(),
-                        );
-                        let response = dispatch(&mut inner, parts, body.clone(), None).await?;
-                        let unanswered = response.extensions().get::<NoAnswer>().is_some();
-                        match unanswered.then(|| ids::fix_single(&body)).flatten() {
-                            Some(rewrite) => {
-                                // Refused for its rate the first time: charged (and refused)
-                                // again; otherwise it was counted once already.
-                                let charged =
-                                    response.extensions().get::<LimitedMarker>().is_none();
-                                let head = resend_head(uri, key, charged)?;
-                                let sent = Bytes::from(rewrite.body.clone());
-                                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-                                dispatch(&mut inner, head, sent, Some(&rewrite)).await?
-                            }
-                            None => response,
-                        }
-                    }
+                    serve_body(&mut inner, parts, body).await?
                 }
                 Transport::Ws => {
                     let Ok(permit) = shared.ws_slots.clone().try_acquire_owned() else {
