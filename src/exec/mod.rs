@@ -279,8 +279,7 @@ pub fn run_block_on<D: StateReader>(
         if intermediate_roots {
             let db = executor.evm_mut().db_mut();
             db.merge_transitions(BundleRetention::PlainState);
-            let root =
-                store.state_root_with(parent.number, &bundle_to_changes(&db.bundle_state))?;
+            let root = store.state_root_on(parent.number, &bundle_to_changes(&db.bundle_state))?;
             if let Some(ReceiptEnvelope::Legacy(r)) = executor.receipts.last_mut() {
                 r.receipt.status = Eip658Value::PostState(root);
             }

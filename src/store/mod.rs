@@ -284,6 +284,7 @@ impl Store {
     pub fn commit_block(&self, block: &NewBlock, changes: &StateChanges) -> Result<(), StoreError> {
         let number = block.header.number;
         let tx = self.db.begin_write()?;
+        let advanced;
         {
             // The head is checked inside the write transaction: writers (import, Engine API,
             // dev miner) are serialized by redb, so this is the one check that cannot race.
@@ -296,10 +297,8 @@ impl Store {
                 return Err(StoreError::NotNextBlock { number, head });
             }
             let overlay = self.overlay_from_changes(&tx, changes)?;
-            let roots = trie::state_root(
-                &TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?),
-                &overlay,
-            )?;
+            let (roots, tries) = block_roots(&tx, head, &overlay, block.header.state_root)?;
+            advanced = tries;
             if roots.state_root != block.header.state_root {
                 return Err(StoreError::StateRoot {
                     number,
@@ -314,6 +313,9 @@ impl Store {
         }
         self.commit(tx)?;
         self.head.write().unwrap_or_else(|e| e.into_inner()).latest = number;
+        if let Some(tries) = advanced {
+            tries.keep(block.header.hash());
+        }
         if self.events.has_subscribers() {
             self.events.send(ChainEvent::Added(Arc::new(BlockEvent {
                 block: StoredBlock {
@@ -831,6 +833,36 @@ fn apply_overlay(
         }
     }
     Ok(())
+}
+
+/// The roots of the state after the head block `head` with `overlay` on top, and (when they
+/// give `expected`) the head's cached tries advanced by it. Should the cached tries ever
+/// disagree with the header, the roots are computed again from the tables before the block is
+/// refused: a valid block is never turned away on the cache's word.
+fn block_roots(
+    tx: &WriteTransaction,
+    head: u64,
+    overlay: &HashedOverlay,
+    expected: B256,
+) -> Result<(trie::RootOutput, Option<root_cache::AdvancedTries>), StoreError> {
+    let source = TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?);
+    let head_hash = tx
+        .open_table(CANONICAL)?
+        .get(head)?
+        .map(|v| B256::from_slice(v.value()));
+    let mut cached = None;
+    if let Some(head_hash) = head_hash {
+        match root_cache::advance_head(&source, head_hash, overlay) {
+            Ok((roots, tries)) if roots.state_root == expected => return Ok((roots, Some(tries))),
+            Ok((roots, _)) => cached = Some(roots.state_root),
+            Err(e) => tracing::warn!(block = head + 1, error = %e, "cached tries failed"),
+        }
+    }
+    let roots = trie::state_root(&source, overlay)?;
+    if let Some(got) = cached.filter(|_| roots.state_root == expected) {
+        tracing::warn!(block = head + 1, %expected, %got, "cached tries gave a wrong state root");
+    }
+    Ok((roots, None))
 }
 
 fn trie_empty() -> B256 {

@@ -29,16 +29,19 @@ use alloy_trie::{
     nodes::{BranchNodeRef, ExtensionNodeRef, LeafNodeRef, RlpNode},
     Nibbles, TrieMask, EMPTY_ROOT_HASH,
 };
-use redb::{ReadTransaction, ReadableTable};
 use simnode_api::StateChanges;
 
 #[cfg(doc)]
 use super::hashed_overlay;
 use super::{
-    codec::{hash_address, hash_slot, storage_key, StoredAccount},
-    trie::{self, EmptySource, HashedOverlay, StorageOverlay},
-    Store, StoreError, ACCOUNTS, STORAGE,
+    codec::{hash_address, hash_slot, StoredAccount},
+    trie::{self, EmptySource, HashedOverlay, RootOutput, StateSource, StorageOverlay},
+    Store, StoreError, TableSource, ACCOUNTS, STORAGE,
 };
+
+/// A stored state the tries are built from (a read or a write transaction's tables).
+pub(crate) trait Source: StateSource<Error = StoreError> {}
+impl<S: StateSource<Error = StoreError>> Source for S {}
 
 /// Heads kept (the current one and a few before it, for requests still running on them).
 const HEADS_KEPT: usize = 3;
@@ -50,7 +53,7 @@ type PathKey = (B256, u8);
 type NodeMap = HashMap<PathKey, RlpNode>;
 
 /// A trie over sorted leaves, with the node reference at every path the build produced.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct CachedTrie {
     keys: Vec<B256>,
     /// RLP of each leaf's value.
@@ -165,7 +168,6 @@ impl CachedTrie {
         }
     }
 
-    #[cfg(test)]
     pub(crate) fn root(&self) -> B256 {
         self.root
     }
@@ -210,6 +212,36 @@ impl CachedTrie {
             buf: Vec::with_capacity(600),
         };
         root_hash(walk.node(0, 0..self.keys.len(), 0..changes.len()))
+    }
+
+    /// Applies `changes` (ascending keys, unique), keeping every cached node whose subtree the
+    /// changes leave alone: a node is a function of the keys under its path, so only the nodes
+    /// on the paths of changed keys are dropped and hashed again.
+    pub(crate) fn apply(&mut self, changes: &[LeafChange<'_>]) {
+        debug_assert!(changes.windows(2).all(|w| w[0].key < w[1].key));
+        (self.keys, self.values) = merge_leaves(
+            std::mem::take(&mut self.keys),
+            std::mem::take(&mut self.values),
+            changes.iter().map(|c| (c.key, c.value.map(<[u8]>::to_vec))),
+        );
+        for change in changes {
+            for depth in 0..=64 {
+                self.nodes.remove(&path_key(&change.key, depth));
+            }
+        }
+        let mut walk = Walk {
+            keys: &self.keys,
+            values: &self.values,
+            changes: &[],
+            cache: Some(&self.nodes),
+            memo: None,
+            record: Some(NodeMap::default()),
+            buf: Vec::with_capacity(600),
+        };
+        let root = root_hash(walk.node(0, 0..self.keys.len(), 0..0));
+        let fresh = walk.record.take().unwrap_or_default();
+        self.nodes.extend(fresh);
+        self.root = root;
     }
 }
 
@@ -492,25 +524,188 @@ impl Store {
             drop(snapshot);
             return self.state_root_with(base, changes);
         };
-        let tries = match cached_head(&hash) {
-            Some(t) => t,
-            None => keep_head(Arc::new(build_head(&snapshot.tx, hash)?)),
-        };
-        root_with_changes(&snapshot.tx, &tries, changes)
+        let source = TableSource::from_tables(
+            snapshot.tx.open_table(ACCOUNTS)?,
+            snapshot.tx.open_table(STORAGE)?,
+        );
+        let tries = head_tries(&source, hash)?;
+        root_with_changes(&source, &tries, changes)
     }
 }
 
-fn build_head(tx: &ReadTransaction, hash: B256) -> Result<HeadTries, StoreError> {
-    let table = tx.open_table(ACCOUNTS)?;
+/// The cached tries of the head `hash`, built from `source` (the state after that block) when
+/// they are not cached yet.
+fn head_tries(source: &impl Source, hash: B256) -> Result<Arc<HeadTries>, StoreError> {
+    Ok(match cached_head(&hash) {
+        Some(t) => t,
+        None => keep_head(Arc::new(build_head(source, hash)?)),
+    })
+}
+
+/// The tries of the block just committed on a head: the head's, advanced by the block's
+/// changes (see [`advance_head`]), waiting for the block's hash.
+pub(crate) struct AdvancedTries(HeadTries);
+
+impl AdvancedTries {
+    /// Keeps them as the cached tries of block `hash`, for the next block and for simulations.
+    pub(crate) fn keep(mut self, hash: B256) {
+        self.0.hash = hash;
+        keep_head(Arc::new(self.0));
+    }
+}
+
+/// The roots of the state after the head `head` (read from `source`) with `overlay` on top,
+/// and the head's tries advanced by it, so that the next block's roots only hash the paths its
+/// own changes touch. The head's tries are built (a scan of every account) only when no block
+/// or simulation on this head built them already; they are advanced in place unless a
+/// simulation still holds them.
+pub(crate) fn advance_head(
+    source: &impl Source,
+    head: B256,
+    overlay: &HashedOverlay,
+) -> Result<(RootOutput, AdvancedTries), StoreError> {
+    let mut tries = owned_head(head_tries(source, head)?);
+    let mut storage_roots: BTreeMap<B256, B256> = BTreeMap::new();
+    let mut advanced_storage = Vec::with_capacity(overlay.storage.len());
+    for (hashed, slots) in &overlay.storage {
+        let trie = if slots.wiped || tries.account(hashed).is_none() {
+            CachedTrie::build(
+                slots
+                    .slots
+                    .iter()
+                    .filter(|(_, v)| !v.is_zero())
+                    .map(|(k, v)| (*k, storage_leaf(v)))
+                    .collect(),
+            )
+        } else {
+            let base = storage_trie(source, &tries, hashed)?;
+            let values = slot_values(&base, slots);
+            tries
+                .storage
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(hashed);
+            let mut trie = Arc::try_unwrap(base).unwrap_or_else(|shared| (*shared).clone());
+            if !values.is_empty() {
+                trie.apply(&as_leaf_changes(&values, |_| false));
+            }
+            trie
+        };
+        storage_roots.insert(*hashed, trie.root());
+        advanced_storage.push((*hashed, trie));
+    }
+    let resolved = resolve_accounts(&tries, overlay, &storage_roots);
+    let values = account_values(&tries, &resolved);
+    let stored_changes: Vec<(B256, Option<StoredAccount>)> = resolved
+        .iter()
+        .filter(|(k, v)| tries.account(k) != **v)
+        .map(|(k, v)| (*k, *v))
+        .collect();
+
+    let storage = tries.storage.get_mut().unwrap_or_else(|e| e.into_inner());
+    for (hashed, trie) in advanced_storage {
+        if trie.len() <= MAX_CACHED_SLOTS {
+            storage.insert(hashed, Arc::new(trie));
+        }
+    }
+    for (hashed, account) in &resolved {
+        // A removed account takes its storage with it; a root the trie does not give (an
+        // overlay carrying a whole account) leaves the trie to be built again when needed.
+        let stale = match (account, storage.get(hashed)) {
+            (None, _) => true,
+            (Some(acc), Some(trie)) => trie.root() != acc.storage_root,
+            (Some(_), None) => false,
+        };
+        if stale {
+            storage.remove(hashed);
+        }
+    }
+    (_, tries.stored) = merge_leaves(
+        tries.accounts.keys.clone(),
+        std::mem::take(&mut tries.stored),
+        stored_changes.into_iter(),
+    );
+    tries.accounts.apply(&as_leaf_changes(&values, |_| false));
+    debug_assert_eq!(tries.stored.len(), tries.accounts.len());
+    // The memos hold results for the old head's state.
+    tries.storage_roots = Mutex::default();
+    tries.system_subtrees = SubtreeMemo::default();
+    let roots = RootOutput {
+        state_root: tries.accounts.root(),
+        storage_roots: resolved
+            .iter()
+            .filter_map(|(k, v)| v.map(|acc| (*k, acc.storage_root)))
+            .collect(),
+    };
+    Ok((roots, AdvancedTries(tries)))
+}
+
+/// The head's tries to advance: taken out of the cache when nothing else holds them (the usual
+/// case while blocks are imported), else a copy that shares the unchanged storage tries.
+fn owned_head(tries: Arc<HeadTries>) -> HeadTries {
+    HEADS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|h| !Arc::ptr_eq(h, &tries));
+    match Arc::try_unwrap(tries) {
+        Ok(owned) => owned,
+        Err(shared) => {
+            let copy = HeadTries {
+                hash: shared.hash,
+                accounts: shared.accounts.clone(),
+                stored: shared.stored.clone(),
+                storage: RwLock::new(
+                    shared
+                        .storage
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone(),
+                ),
+                storage_roots: Mutex::default(),
+                system_subtrees: SubtreeMemo::default(),
+            };
+            keep_head(shared);
+            copy
+        }
+    }
+}
+
+/// Sorted `keys` and their `items` with `changes` (ascending keys, unique; `None` removes the
+/// key) merged in.
+fn merge_leaves<T>(
+    keys: Vec<B256>,
+    items: Vec<T>,
+    changes: impl Iterator<Item = (B256, Option<T>)>,
+) -> (Vec<B256>, Vec<T>) {
+    let (lower, _) = changes.size_hint();
+    let mut out_keys = Vec::with_capacity(keys.len() + lower);
+    let mut out_items = Vec::with_capacity(keys.len() + lower);
+    let mut base = keys.into_iter().zip(items).peekable();
+    for (key, item) in changes {
+        while let Some(leaf) = base.next_if(|(k, _)| *k < key) {
+            out_keys.push(leaf.0);
+            out_items.push(leaf.1);
+        }
+        base.next_if(|(k, _)| *k == key);
+        if let Some(item) = item {
+            out_keys.push(key);
+            out_items.push(item);
+        }
+    }
+    for (key, item) in base {
+        out_keys.push(key);
+        out_items.push(item);
+    }
+    (out_keys, out_items)
+}
+
+fn build_head(source: &impl Source, hash: B256) -> Result<HeadTries, StoreError> {
     let mut leaves = Vec::new();
     let mut stored = Vec::new();
-    for entry in table.iter()? {
-        let (k, v) = entry?;
-        let acc = StoredAccount::decode(v.value())
-            .ok_or_else(|| StoreError::Corrupt("account entry".into()))?;
-        leaves.push((B256::from_slice(k.value()), account_leaf(&acc)));
+    source.for_each_account(&mut |key, acc| {
+        leaves.push((key, account_leaf(&acc)));
         stored.push(acc);
-    }
+    })?;
     Ok(HeadTries {
         hash,
         accounts: CachedTrie::build(leaves),
@@ -521,23 +716,16 @@ fn build_head(tx: &ReadTransaction, hash: B256) -> Result<HeadTries, StoreError>
     })
 }
 
-fn build_storage(tx: &ReadTransaction, hashed: &B256) -> Result<CachedTrie, StoreError> {
-    let table = tx.open_table(STORAGE)?;
-    let start = storage_key(hashed, &B256::ZERO);
-    let end = storage_key(hashed, &B256::repeat_byte(0xff));
+fn build_storage(source: &impl Source, hashed: &B256) -> Result<CachedTrie, StoreError> {
     let mut leaves = Vec::new();
-    for entry in table.range(start.as_slice()..=end.as_slice())? {
-        let (k, v) = entry?;
-        leaves.push((
-            B256::from_slice(&k.value()[32..]),
-            storage_leaf(&U256::from_be_slice(v.value())),
-        ));
-    }
+    source.for_each_slot(hashed, &mut |slot, value| {
+        leaves.push((slot, storage_leaf(&value)))
+    })?;
     Ok(CachedTrie::build(leaves))
 }
 
 fn storage_trie(
-    tx: &ReadTransaction,
+    source: &impl Source,
     tries: &HeadTries,
     hashed: &B256,
 ) -> Result<Arc<CachedTrie>, StoreError> {
@@ -549,7 +737,7 @@ fn storage_trie(
     {
         return Ok(t.clone());
     }
-    let built = Arc::new(build_storage(tx, hashed)?);
+    let built = Arc::new(build_storage(source, hashed)?);
     if built.len() <= MAX_CACHED_SLOTS {
         let mut map = tries.storage.write().unwrap_or_else(|e| e.into_inner());
         return Ok(map.entry(*hashed).or_insert(built).clone());
@@ -558,7 +746,7 @@ fn storage_trie(
 }
 
 fn storage_root_on(
-    tx: &ReadTransaction,
+    source: &impl Source,
     tries: &HeadTries,
     hashed: &B256,
     overlay: &StorageOverlay,
@@ -576,14 +764,8 @@ fn storage_root_on(
             Err(never) => match never {},
         });
     }
-    let trie = storage_trie(tx, tries, hashed)?;
-    // Simulations report every slot they read; only those that differ from the head matter.
-    let values: Vec<(B256, Option<Vec<u8>>)> = overlay
-        .slots
-        .iter()
-        .map(|(k, v)| (*k, (!v.is_zero()).then(|| storage_leaf(v))))
-        .filter(|(k, v)| trie.value(k) != v.as_deref())
-        .collect();
+    let trie = storage_trie(source, tries, hashed)?;
+    let values = slot_values(&trie, overlay);
     if let Some(root) = tries
         .storage_roots
         .lock()
@@ -593,15 +775,7 @@ fn storage_root_on(
     {
         return Ok(root);
     }
-    let changes: Vec<LeafChange<'_>> = values
-        .iter()
-        .map(|(k, v)| LeafChange {
-            key: *k,
-            value: v.as_deref(),
-            memoizable: false,
-        })
-        .collect();
-    let root = trie.root_with(&changes, None);
+    let root = trie.root_with(&as_leaf_changes(&values, |_| false), None);
     let mut memo = tries
         .storage_roots
         .lock()
@@ -653,16 +827,55 @@ fn hashed_overlay_memo(changes: &StateChanges) -> HashedOverlay {
 }
 
 fn root_with_changes(
-    tx: &ReadTransaction,
+    source: &impl Source,
     tries: &HeadTries,
     changes: &StateChanges,
 ) -> Result<B256, StoreError> {
     let overlay = hashed_overlay_memo(changes);
     let mut storage_roots: BTreeMap<B256, B256> = BTreeMap::new();
     for (hashed, slots) in &overlay.storage {
-        storage_roots.insert(*hashed, storage_root_on(tx, tries, hashed, slots)?);
+        storage_roots.insert(*hashed, storage_root_on(source, tries, hashed, slots)?);
     }
-    // The same resolution as `trie::state_root`, with the head's accounts from the cache.
+    let resolved = resolve_accounts(tries, &overlay, &storage_roots);
+    let values = account_values(tries, &resolved);
+    Ok(tries.accounts.root_with(
+        &as_leaf_changes(&values, |k| system_accounts().contains(k)),
+        Some(&tries.system_subtrees),
+    ))
+}
+
+/// Hashed slot -> RLP of the new value (`None`: deleted), for the slots whose value differs from
+/// `trie`'s: simulations report every slot they read.
+fn slot_values(trie: &CachedTrie, overlay: &StorageOverlay) -> SlotChanges {
+    overlay
+        .slots
+        .iter()
+        .map(|(k, v)| (*k, (!v.is_zero()).then(|| storage_leaf(v))))
+        .filter(|(k, v)| trie.value(k) != v.as_deref())
+        .collect()
+}
+
+fn as_leaf_changes(
+    values: &[(B256, Option<Vec<u8>>)],
+    memoizable: impl Fn(&B256) -> bool,
+) -> Vec<LeafChange<'_>> {
+    values
+        .iter()
+        .map(|(k, v)| LeafChange {
+            key: *k,
+            value: v.as_deref(),
+            memoizable: memoizable(k),
+        })
+        .collect()
+}
+
+/// Every account the overlay changes, as it is afterwards (`None`: removed), with its storage
+/// root: the same resolution as `trie::state_root`, with the head's accounts from the cache.
+fn resolve_accounts(
+    tries: &HeadTries,
+    overlay: &HashedOverlay,
+    storage_roots: &BTreeMap<B256, B256>,
+) -> BTreeMap<B256, Option<StoredAccount>> {
     let mut resolved: BTreeMap<B256, Option<StoredAccount>> = BTreeMap::new();
     for (hashed, account) in &overlay.accounts {
         let value = account.map(|a| {
@@ -682,7 +895,7 @@ fn root_with_changes(
         });
         resolved.insert(*hashed, value);
     }
-    for (hashed, root) in &storage_roots {
+    for (hashed, root) in storage_roots {
         if !resolved.contains_key(hashed) {
             if let Some(mut acc) = tries.account(hashed) {
                 acc.storage_root = *root;
@@ -690,23 +903,20 @@ fn root_with_changes(
             }
         }
     }
-    // Accounts that were only touched (system calls, reads) keep their leaf.
-    let values: Vec<(B256, Option<Vec<u8>>)> = resolved
+    resolved
+}
+
+/// The account leaves `resolved` changes; accounts only touched (system calls, reads) keep
+/// their leaf.
+fn account_values(
+    tries: &HeadTries,
+    resolved: &BTreeMap<B256, Option<StoredAccount>>,
+) -> Vec<(B256, Option<Vec<u8>>)> {
+    resolved
         .iter()
         .filter(|(k, v)| tries.account(k) != **v)
         .map(|(k, v)| (*k, v.as_ref().map(account_leaf)))
-        .collect();
-    let leaf_changes: Vec<LeafChange<'_>> = values
-        .iter()
-        .map(|(k, v)| LeafChange {
-            key: *k,
-            value: v.as_deref(),
-            memoizable: system_accounts().contains(k),
-        })
-        .collect();
-    Ok(tries
-        .accounts
-        .root_with(&leaf_changes, Some(&tries.system_subtrees)))
+        .collect()
 }
 
 /// Hashed addresses of the contracts every block's system calls write to.
@@ -790,16 +1000,12 @@ mod tests {
         }
     }
 
-    /// `Store::state_root_on` (cached tries) against `Store::state_root_with` (the full
-    /// rebuild) on a store whose genesis holds contracts with storage.
-    #[test]
-    fn store_roots_match_the_uncached_path() {
+    /// The dev genesis plus six contracts with storage (1, 2 and up to 210 slots), and those
+    /// contracts with their slot counts.
+    fn genesis_with_storage(rng: &mut Rng) -> (alloy::genesis::Genesis, Vec<(Address, u64)>) {
         use alloy::genesis::GenesisAccount;
-        use revm::state::AccountInfo;
-        use simnode_api::AccountChange;
 
         let mut genesis = crate::chain::dev_genesis();
-        let mut rng = Rng(0x1234_5678_9abc_def1);
         let mut with_storage = Vec::new();
         for i in 0..6u64 {
             let address = Address::from_word(keccak256(i.to_be_bytes()));
@@ -827,74 +1033,147 @@ mod tests {
             );
             with_storage.push((address, slots));
         }
+        (genesis, with_storage)
+    }
+
+    /// Up to six account changes on the state after block `base`: removals, re-creations with
+    /// wiped storage, balance changes with slots changed, zeroed or rewritten with their own
+    /// value, and new accounts.
+    fn random_changes(
+        rng: &mut Rng,
+        store: &Store,
+        base: u64,
+        existing: &[Address],
+        with_storage: &[(Address, u64)],
+    ) -> StateChanges {
+        use revm::state::AccountInfo;
+        use simnode_api::AccountChange;
+
+        let mut changes = StateChanges::default();
+        let n = 1 + rng.next() % 6;
+        for _ in 0..n {
+            let pick = rng.next() % 6;
+            let address = if pick < 4 {
+                existing[(rng.next() as usize) % existing.len()]
+            } else {
+                Address::from_word(keccak256(rng.next().to_be_bytes()))
+            };
+            let mut storage = BTreeMap::new();
+            if let Some(i) = with_storage.iter().position(|(a, _)| *a == address) {
+                let slots = with_storage[i].1;
+                for _ in 0..(rng.next() % 4) {
+                    let s = rng.next() % (slots + 5);
+                    let value = match rng.next() % 3 {
+                        0 => U256::ZERO,
+                        _ => U256::from(rng.next() % 1000),
+                    };
+                    storage.insert(U256::from(s * 7 + i as u64), value);
+                }
+            }
+            let change = match pick {
+                0 => AccountChange {
+                    info: None,
+                    wipe_storage: true,
+                    storage: BTreeMap::new(),
+                },
+                1 => AccountChange {
+                    info: Some(AccountInfo {
+                        balance: U256::from(rng.next()),
+                        nonce: 1,
+                        code_hash: revm::primitives::KECCAK_EMPTY,
+                        ..Default::default()
+                    }),
+                    wipe_storage: true,
+                    storage: BTreeMap::from([(U256::from(1), U256::from(2))]),
+                },
+                _ => {
+                    let info = store
+                        .state_after(base)
+                        .expect("state")
+                        .account(&address)
+                        .expect("read")
+                        .map(|a| a.info())
+                        .unwrap_or_default();
+                    AccountChange {
+                        info: Some(AccountInfo {
+                            balance: info.balance + U256::from(rng.next() % 3),
+                            ..info
+                        }),
+                        wipe_storage: false,
+                        storage,
+                    }
+                }
+            };
+            changes.insert(address, change);
+        }
+        changes
+    }
+
+    /// `Store::state_root_on` (cached tries) against `Store::state_root_with` (the full
+    /// rebuild) on a store whose genesis holds contracts with storage.
+    #[test]
+    fn store_roots_match_the_uncached_path() {
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let (genesis, with_storage) = genesis_with_storage(&mut rng);
         let store = crate::store::scratch::ScratchStore::open("root-cache", &genesis);
         let existing: Vec<Address> = genesis.alloc.keys().copied().collect();
         for round in 0..60 {
-            let mut changes = StateChanges::default();
-            let n = 1 + rng.next() % 6;
-            for _ in 0..n {
-                let pick = rng.next() % 6;
-                let address = if pick < 4 {
-                    existing[(rng.next() as usize) % existing.len()]
-                } else {
-                    Address::from_word(keccak256(rng.next().to_be_bytes()))
-                };
-                let mut storage = BTreeMap::new();
-                if let Some((_, slots)) = with_storage.iter().find(|(a, _)| *a == address) {
-                    for _ in 0..(rng.next() % 4) {
-                        // Existing slots (changed, zeroed or rewritten with their own value)
-                        // and new ones.
-                        let s = rng.next() % (slots + 5);
-                        let i = with_storage
-                            .iter()
-                            .position(|(a, _)| *a == address)
-                            .unwrap_or(0) as u64;
-                        let value = match rng.next() % 3 {
-                            0 => U256::ZERO,
-                            _ => U256::from(rng.next() % 1000),
-                        };
-                        storage.insert(U256::from(s * 7 + i), value);
-                    }
-                }
-                let change = match pick {
-                    0 => AccountChange {
-                        info: None,
-                        wipe_storage: true,
-                        storage: BTreeMap::new(),
-                    },
-                    1 => AccountChange {
-                        info: Some(AccountInfo {
-                            balance: U256::from(rng.next()),
-                            nonce: 1,
-                            code_hash: revm::primitives::KECCAK_EMPTY,
-                            ..Default::default()
-                        }),
-                        wipe_storage: true,
-                        storage: BTreeMap::from([(U256::from(1), U256::from(2))]),
-                    },
-                    _ => {
-                        let base = store
-                            .state_after(0)
-                            .expect("state")
-                            .account(&address)
-                            .expect("read")
-                            .map(|a| a.info())
-                            .unwrap_or_default();
-                        AccountChange {
-                            info: Some(AccountInfo {
-                                balance: base.balance + U256::from(rng.next() % 3),
-                                ..base
-                            }),
-                            wipe_storage: false,
-                            storage,
-                        }
-                    }
-                };
-                changes.insert(address, change);
-            }
+            let changes = random_changes(&mut rng, &store, 0, &existing, &with_storage);
             let cached = store.state_root_on(0, &changes).expect("cached root");
             let full = store.state_root_with(0, &changes).expect("full root");
             assert_eq!(cached, full, "round {round}: {changes:?}");
+        }
+    }
+
+    /// Blocks committed one after another advance the head's cached tries instead of
+    /// rebuilding them: each block's root comes from the advanced tries (they stay cached, so
+    /// no block fell back to the tables), and roots with changes on every new head still
+    /// match the full rebuild.
+    #[test]
+    fn committed_blocks_advance_the_cached_tries() {
+        use alloy::{consensus::Header, primitives::Sealable};
+
+        let mut rng = Rng(0x0f1e_2d3c_4b5a_6978);
+        let (genesis, with_storage) = genesis_with_storage(&mut rng);
+        let store = crate::store::scratch::ScratchStore::open("root-advance", &genesis);
+        let mut existing: Vec<Address> = genesis.alloc.keys().copied().collect();
+        for number in 1..=40u64 {
+            let parent = store.head_header().expect("parent");
+            let changes = random_changes(&mut rng, &store, number - 1, &existing, &with_storage);
+            existing.extend(changes.keys().copied());
+            existing.sort_unstable();
+            existing.dedup();
+            let state_root = store
+                .state_root_with(number - 1, &changes)
+                .expect("full root");
+            let header = Header {
+                parent_hash: parent.hash(),
+                number,
+                state_root,
+                ..Default::default()
+            }
+            .seal_slow();
+            let hash = header.hash();
+            let block = crate::store::NewBlock {
+                header,
+                body: Default::default(),
+                senders: vec![],
+                receipts: vec![],
+                requests: vec![],
+            };
+            store.commit_block(&block, &changes).expect("block commits");
+            assert!(
+                cached_head(&hash).is_some(),
+                "block {number}: tries advanced"
+            );
+            for probe in 0..3 {
+                let changes = random_changes(&mut rng, &store, number, &existing, &with_storage);
+                assert_eq!(
+                    store.state_root_on(number, &changes).expect("cached root"),
+                    store.state_root_with(number, &changes).expect("full root"),
+                    "block {number} probe {probe}: {changes:?}"
+                );
+            }
         }
     }
 
@@ -945,6 +1224,56 @@ mod tests {
                     "round {round}: {} base leaves, {} changes",
                     base.len(),
                     list.len()
+                );
+            }
+        }
+    }
+
+    /// A trie advanced block after block by `apply` keeps giving the full roots, itself and
+    /// with further changes on top (a stale node left in its cache would show in either).
+    #[test]
+    fn applied_tries_match_a_full_rebuild() {
+        let prefix = [0x3cu8; 32];
+        let mut rng = Rng(0x853c49e6748fea9b);
+        for round in 0..40 {
+            let mut leaves: BTreeMap<B256, Vec<u8>> = BTreeMap::new();
+            while leaves.len() < (rng.next() % 200) as usize {
+                leaves.insert(rng.key(&prefix), rng.value());
+            }
+            let mut trie = CachedTrie::build(leaves.iter().map(|(k, v)| (*k, v.clone())).collect());
+            for step in 0..25 {
+                let mut changes: BTreeMap<B256, Option<Vec<u8>>> = BTreeMap::new();
+                let existing: Vec<B256> = leaves.keys().copied().collect();
+                for _ in 0..(rng.next() % 10) {
+                    let pick = rng.next() % 4;
+                    if pick < 2 && !existing.is_empty() {
+                        let k = existing[(rng.next() as usize) % existing.len()];
+                        changes.insert(k, (pick == 0).then(|| rng.value()));
+                    } else if pick == 2 {
+                        changes.insert(rng.key(&prefix), Some(rng.value()));
+                    } else {
+                        changes.insert(rng.key(&prefix), None);
+                    }
+                }
+                if rng.next().is_multiple_of(12) {
+                    for k in existing.iter().skip(1) {
+                        changes.insert(*k, None);
+                    }
+                }
+                leaves = applied(&leaves, &changes);
+                trie.apply(&leaf_changes(&changes, |_| false));
+                let context = format!("round {round} step {step}: {} leaves", leaves.len());
+                assert_eq!(trie.root(), reference_root(&leaves), "{context}");
+                assert_eq!(trie.len(), leaves.len(), "{context}");
+                let mut probe: BTreeMap<B256, Option<Vec<u8>>> = BTreeMap::new();
+                for k in leaves.keys().step_by(7) {
+                    probe.insert(*k, Some(rng.value()));
+                }
+                probe.insert(rng.key(&prefix), Some(rng.value()));
+                assert_eq!(
+                    trie.root_with(&leaf_changes(&probe, |_| false), None),
+                    reference_root(&applied(&leaves, &probe)),
+                    "{context}: changes on top"
                 );
             }
         }
