@@ -641,7 +641,9 @@ pub(crate) fn advance_head(
 }
 
 /// The head's tries to advance: taken out of the cache when nothing else holds them (the usual
-/// case while blocks are imported), else a copy that shares the unchanged storage tries.
+/// case while blocks are imported), else a copy that shares the unchanged storage tries. A
+/// simulation on the head that starts while the block commits finds no tries and builds its
+/// own, as the first simulation on every head did before blocks advanced them.
 fn owned_head(tries: Arc<HeadTries>) -> HeadTries {
     HEADS
         .lock()
