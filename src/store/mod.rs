@@ -28,7 +28,9 @@ use alloy::{
     primitives::{keccak256, Address, Sealable, B256, U256},
     rlp::{Decodable, Encodable},
 };
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+};
 use simnode_api::{
     events::EventSender, BlockEvent, ChainEvent, ChainHead, ChainSpec, StateChanges, StoredBlock,
 };
@@ -142,6 +144,8 @@ pub struct Store {
     snapshots: snapshot::Snapshots,
     /// Blocks joining and leaving the canonical chain, for `eth_subscribe`.
     events: EventSender<ChainEvent>,
+    /// Whether commits wait for the disk (see [`Store::defer_sync`]).
+    deferred_sync: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -175,6 +179,7 @@ impl Store {
                     spec: spec.clone(),
                     snapshots: Default::default(),
                     events: Default::default(),
+                    deferred_sync: Default::default(),
                 };
                 let alloc =
                     alloc.ok_or_else(|| StoreError::NoGenesisAlloc(store.spec.name.clone()))?;
@@ -196,6 +201,7 @@ impl Store {
             spec,
             snapshots: Default::default(),
             events: Default::default(),
+            deferred_sync: Default::default(),
         };
         let genesis_hash = store.spec.genesis_header.hash();
         match store.canonical_hash_raw(0)? {
@@ -607,10 +613,57 @@ impl Store {
 
     /// Every write of the store commits here, so that no reader is handed a snapshot from
     /// before it.
-    fn commit(&self, tx: WriteTransaction) -> Result<(), StoreError> {
+    fn commit(&self, mut tx: WriteTransaction) -> Result<(), StoreError> {
+        if self
+            .deferred_sync
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            tx.set_durability(Durability::None)
+                .map_err(|e| StoreError::Db(e.into()))?;
+        }
         tx.commit()?;
         self.snapshots.committed();
         Ok(())
+    }
+
+    /// Until the guard is dropped, commits do not wait for the disk: each is still whole and
+    /// visible at once, but a crash goes back to the last synced commit. For a bulk import,
+    /// whose blocks are in the file being read: [`DeferredSync::sync`] every so often bounds
+    /// what a crash costs, and dropping the guard syncs.
+    pub fn defer_sync(&self) -> DeferredSync<'_> {
+        self.deferred_sync
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        DeferredSync { store: self }
+    }
+
+    /// Makes every commit so far durable (an empty commit that waits for the disk).
+    fn sync(&self) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Commits of the store do not wait for the disk while this lives; see [`Store::defer_sync`].
+pub struct DeferredSync<'a> {
+    store: &'a Store,
+}
+
+impl DeferredSync<'_> {
+    /// Makes every commit so far durable.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.store.sync()
+    }
+}
+
+impl Drop for DeferredSync<'_> {
+    fn drop(&mut self) {
+        self.store
+            .deferred_sync
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        if let Err(e) = self.store.sync() {
+            tracing::error!(error = %e, "could not sync the database");
+        }
     }
 }
 

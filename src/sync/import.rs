@@ -1,6 +1,12 @@
 //! `simnode import`: blocks from geth-exported RLP files (concatenated RLP blocks), executed,
 //! validated and stored one by one. Blocks already stored are skipped, so an interrupted
 //! import is finished by running it again.
+//!
+//! Each block is still its own commit, but commits do not wait for the disk one by one: the
+//! database is synced every [`SYNC_EVERY`] and at the end, so a crash costs at most the
+//! blocks of the last quarter second, which the re-run imports again. (Syncing every block
+//! held a fifth of the import's wall time; a sync every second instead of every quarter
+//! second was no faster and held more unsynced pages in memory.)
 
 use std::{
     path::Path,
@@ -56,10 +62,15 @@ pub fn import_file(store: &Store, path: &Path) -> anyhow::Result<ImportStats> {
     import_bytes(store, &data).with_context(|| format!("importing {}", path.display()))
 }
 
+/// How often an import syncs the database to disk.
+pub const SYNC_EVERY: Duration = Duration::from_millis(250);
+
 pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
     let mut stats = ImportStats::default();
     let started = Instant::now();
     let mut last_report = Instant::now();
+    let deferred = store.defer_sync();
+    let mut last_sync = Instant::now();
     let mut rest = data;
     let mut index = 0u64;
     while !rest.is_empty() {
@@ -87,6 +98,10 @@ pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
         }
         stats.gas += exec::import_block(store, header, body)?;
         stats.imported += 1;
+        if last_sync.elapsed() >= SYNC_EVERY {
+            deferred.sync()?;
+            last_sync = Instant::now();
+        }
         if last_report.elapsed() >= Duration::from_secs(5) {
             last_report = Instant::now();
             stats.elapsed = started.elapsed();
@@ -97,6 +112,7 @@ pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
             );
         }
     }
+    deferred.sync()?;
     stats.elapsed = started.elapsed();
     Ok(stats)
 }
