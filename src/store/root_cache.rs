@@ -21,13 +21,14 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
+use alloy::rlp::Decodable;
 use alloy::{
     eips::{eip2935, eip4788, eip7002, eip7251},
     primitives::{keccak256, map::HashMap, Address, B256, U256},
 };
 use alloy_trie::{
     nodes::{BranchNodeRef, ExtensionNodeRef, LeafNodeRef, RlpNode},
-    Nibbles, TrieMask, EMPTY_ROOT_HASH,
+    Nibbles, TrieAccount, TrieMask, EMPTY_ROOT_HASH,
 };
 use simnode_api::StateChanges;
 
@@ -59,6 +60,9 @@ pub(crate) struct CachedTrie {
     /// RLP of each leaf's value.
     values: Vec<Vec<u8>>,
     nodes: NodeMap,
+    /// No node of `nodes` starts deeper than this (in nibbles): how far down a changed key's
+    /// path [`CachedTrie::apply`] has to drop nodes.
+    deepest: u8,
     root: B256,
 }
 
@@ -163,6 +167,7 @@ impl CachedTrie {
         Self {
             keys,
             values,
+            deepest: deepest(&nodes),
             nodes,
             root,
         }
@@ -219,13 +224,13 @@ impl CachedTrie {
     /// on the paths of changed keys are dropped and hashed again.
     pub(crate) fn apply(&mut self, changes: &[LeafChange<'_>]) {
         debug_assert!(changes.windows(2).all(|w| w[0].key < w[1].key));
-        (self.keys, self.values) = merge_leaves(
-            std::mem::take(&mut self.keys),
-            std::mem::take(&mut self.values),
+        merge_leaves(
+            &mut self.keys,
+            &mut self.values,
             changes.iter().map(|c| (c.key, c.value.map(<[u8]>::to_vec))),
         );
         for change in changes {
-            for depth in 0..=64 {
+            for depth in 0..=usize::from(self.deepest) {
                 self.nodes.remove(&path_key(&change.key, depth));
             }
         }
@@ -240,9 +245,14 @@ impl CachedTrie {
         };
         let root = root_hash(walk.node(0, 0..self.keys.len(), 0..0));
         let fresh = walk.record.take().unwrap_or_default();
+        self.deepest = self.deepest.max(deepest(&fresh));
         self.nodes.extend(fresh);
         self.root = root;
     }
+}
+
+fn deepest(nodes: &NodeMap) -> u8 {
+    nodes.keys().map(|(_, depth)| *depth).max().unwrap_or(0)
 }
 
 fn root_hash(node: Option<RlpNode>) -> B256 {
@@ -456,8 +466,6 @@ impl<'a> Walk<'a> {
 struct HeadTries {
     hash: B256,
     accounts: CachedTrie,
-    /// The stored account of each leaf of `accounts`, same order.
-    stored: Vec<StoredAccount>,
     /// Storage tries by hashed address, built when a simulation first changes the account.
     storage: RwLock<HashMap<B256, Arc<CachedTrie>>>,
     /// Recent storage roots by account and exact slot changes: the system contracts get the
@@ -475,7 +483,14 @@ const ROOTS_PER_ACCOUNT: usize = 8;
 
 impl HeadTries {
     fn account(&self, hashed: &B256) -> Option<StoredAccount> {
-        self.accounts.position(hashed).map(|i| self.stored[i])
+        let leaf = self.accounts.value(hashed)?;
+        let acc = TrieAccount::decode(&mut &leaf[..]).ok()?;
+        Some(StoredAccount {
+            nonce: acc.nonce,
+            balance: acc.balance,
+            code_hash: acc.code_hash,
+            storage_root: acc.storage_root,
+        })
     }
 }
 
@@ -596,11 +611,6 @@ pub(crate) fn advance_head(
     }
     let resolved = resolve_accounts(&tries, overlay, &storage_roots);
     let values = account_values(&tries, &resolved);
-    let stored_changes: Vec<(B256, Option<StoredAccount>)> = resolved
-        .iter()
-        .filter(|(k, v)| tries.account(k) != **v)
-        .map(|(k, v)| (*k, *v))
-        .collect();
 
     let storage = tries.storage.get_mut().unwrap_or_else(|e| e.into_inner());
     for (hashed, trie) in advanced_storage {
@@ -620,13 +630,7 @@ pub(crate) fn advance_head(
             storage.remove(hashed);
         }
     }
-    (_, tries.stored) = merge_leaves(
-        tries.accounts.keys.clone(),
-        std::mem::take(&mut tries.stored),
-        stored_changes.into_iter(),
-    );
     tries.accounts.apply(&as_leaf_changes(&values, |_| false));
-    debug_assert_eq!(tries.stored.len(), tries.accounts.len());
     // The memos hold results for the old head's state.
     tries.storage_roots = Mutex::default();
     tries.system_subtrees = SubtreeMemo::default();
@@ -655,7 +659,6 @@ fn owned_head(tries: Arc<HeadTries>) -> HeadTries {
             let copy = HeadTries {
                 hash: shared.hash,
                 accounts: shared.accounts.clone(),
-                stored: shared.stored.clone(),
                 storage: RwLock::new(
                     shared
                         .storage
@@ -672,46 +675,65 @@ fn owned_head(tries: Arc<HeadTries>) -> HeadTries {
     }
 }
 
-/// Sorted `keys` and their `items` with `changes` (ascending keys, unique; `None` removes the
-/// key) merged in.
-fn merge_leaves<T>(
-    keys: Vec<B256>,
-    items: Vec<T>,
+/// Merges `changes` (ascending keys, unique; `None` removes the key) into the sorted `keys`
+/// and their `items`, in place: values are replaced where they are, removals close up and
+/// insertions open up in one pass each, so a block's merge allocates nothing new (new vectors
+/// of a large trie every block cost page faults).
+fn merge_leaves<T: Default>(
+    keys: &mut Vec<B256>,
+    items: &mut Vec<T>,
     changes: impl Iterator<Item = (B256, Option<T>)>,
-) -> (Vec<B256>, Vec<T>) {
-    let (lower, _) = changes.size_hint();
-    let mut out_keys = Vec::with_capacity(keys.len() + lower);
-    let mut out_items = Vec::with_capacity(keys.len() + lower);
-    let mut base = keys.into_iter().zip(items).peekable();
+) {
+    let mut removed = Vec::new();
+    let mut inserted = Vec::new();
     for (key, item) in changes {
-        while let Some(leaf) = base.next_if(|(k, _)| *k < key) {
-            out_keys.push(leaf.0);
-            out_items.push(leaf.1);
-        }
-        base.next_if(|(k, _)| *k == key);
-        if let Some(item) = item {
-            out_keys.push(key);
-            out_items.push(item);
+        match (keys.binary_search(&key), item) {
+            (Ok(i), Some(item)) => items[i] = item,
+            (Ok(i), None) => removed.push(i),
+            (Err(_), Some(item)) => inserted.push((key, item)),
+            (Err(_), None) => {}
         }
     }
-    for (key, item) in base {
-        out_keys.push(key);
-        out_items.push(item);
+    if let Some(&first) = removed.first() {
+        let mut write = first;
+        let mut next = removed.iter().peekable();
+        for read in first..keys.len() {
+            if next.next_if(|&&r| r == read).is_some() {
+                continue;
+            }
+            keys[write] = keys[read];
+            items.swap(write, read);
+            write += 1;
+        }
+        keys.truncate(write);
+        items.truncate(write);
     }
-    (out_keys, out_items)
+    if !inserted.is_empty() {
+        let old = keys.len();
+        keys.resize(old + inserted.len(), B256::ZERO);
+        items.resize_with(old + inserted.len(), T::default);
+        // From the back: each new key lands after the old keys above it have moved up.
+        let (mut read, mut write) = (old, old + inserted.len());
+        for (key, item) in inserted.into_iter().rev() {
+            while read > 0 && keys[read - 1] > key {
+                read -= 1;
+                write -= 1;
+                keys[write] = keys[read];
+                items.swap(write, read);
+            }
+            write -= 1;
+            keys[write] = key;
+            items[write] = item;
+        }
+    }
 }
 
 fn build_head(source: &impl Source, hash: B256) -> Result<HeadTries, StoreError> {
     let mut leaves = Vec::new();
-    let mut stored = Vec::new();
-    source.for_each_account(&mut |key, acc| {
-        leaves.push((key, account_leaf(&acc)));
-        stored.push(acc);
-    })?;
+    source.for_each_account(&mut |key, acc| leaves.push((key, account_leaf(&acc))))?;
     Ok(HeadTries {
         hash,
         accounts: CachedTrie::build(leaves),
-        stored,
         storage: RwLock::new(HashMap::default()),
         storage_roots: Mutex::new(HashMap::default()),
         system_subtrees: SubtreeMemo::default(),
@@ -1228,6 +1250,47 @@ mod tests {
                     list.len()
                 );
             }
+        }
+    }
+
+    /// The in-place merge gives the sorted union with removals, whatever mix of updates,
+    /// removals (of present and absent keys) and insertions a change list holds.
+    #[test]
+    fn leaves_merge_in_place_like_a_map() {
+        let mut rng = Rng(0x6a09_e667_f3bc_c908);
+        for round in 0..300 {
+            let mut reference: BTreeMap<B256, u64> = BTreeMap::new();
+            while reference.len() < (rng.next() % 40) as usize {
+                reference.insert(rng.key(&[0x11; 32]), rng.next());
+            }
+            let mut keys: Vec<B256> = reference.keys().copied().collect();
+            let mut items: Vec<u64> = reference.values().copied().collect();
+            let mut changes: BTreeMap<B256, Option<u64>> = BTreeMap::new();
+            let existing = keys.clone();
+            for _ in 0..(rng.next() % 12) {
+                let key = match rng.next() % 3 {
+                    0 if !existing.is_empty() => existing[(rng.next() as usize) % existing.len()],
+                    _ => rng.key(&[0x11; 32]),
+                };
+                changes.insert(key, (!rng.next().is_multiple_of(3)).then(|| rng.next()));
+            }
+            for (k, v) in &changes {
+                match v {
+                    Some(v) => reference.insert(*k, *v),
+                    None => reference.remove(k),
+                };
+            }
+            merge_leaves(&mut keys, &mut items, changes.into_iter());
+            assert_eq!(
+                keys,
+                reference.keys().copied().collect::<Vec<_>>(),
+                "round {round}"
+            );
+            assert_eq!(
+                items,
+                reference.values().copied().collect::<Vec<_>>(),
+                "round {round}"
+            );
         }
     }
 
