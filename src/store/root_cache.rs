@@ -1017,6 +1017,36 @@ mod tests {
             }
             k
         }
+        /// Fewer than `max` changes to `base`: new values of existing keys, their removal,
+        /// new keys and removals of keys that are not there (which change nothing); one time in
+        /// `clear_one_in`, also the removal of every key but the first.
+        fn leaf_changes(
+            &mut self,
+            base: &BTreeMap<B256, Vec<u8>>,
+            prefix: &[u8],
+            max: u64,
+            clear_one_in: u64,
+        ) -> BTreeMap<B256, Option<Vec<u8>>> {
+            let mut changes = BTreeMap::new();
+            let existing: Vec<B256> = base.keys().copied().collect();
+            for _ in 0..(self.next() % max) {
+                let pick = self.next() % 4;
+                if pick < 2 && !existing.is_empty() {
+                    let k = existing[(self.next() as usize) % existing.len()];
+                    changes.insert(k, (pick == 0).then(|| self.value()));
+                } else if pick == 2 {
+                    changes.insert(self.key(prefix), Some(self.value()));
+                } else {
+                    changes.insert(self.key(prefix), None);
+                }
+            }
+            if self.next().is_multiple_of(clear_one_in) {
+                for k in existing.iter().skip(1) {
+                    changes.insert(*k, None);
+                }
+            }
+            changes
+        }
         fn value(&mut self) -> Vec<u8> {
             // Short values make small (inline) nodes possible.
             let len = 1 + (self.next() % 70) as usize;
@@ -1219,27 +1249,7 @@ mod tests {
             let trie = CachedTrie::build(base.iter().map(|(k, v)| (*k, v.clone())).collect());
             assert_eq!(trie.root(), reference_root(&base), "round {round}: base");
             for _ in 0..5 {
-                let mut changes: BTreeMap<B256, Option<Vec<u8>>> = BTreeMap::new();
-                let n = (rng.next() % 12) as usize;
-                let existing: Vec<B256> = base.keys().copied().collect();
-                for _ in 0..n {
-                    let pick = rng.next() % 4;
-                    if pick < 2 && !existing.is_empty() {
-                        let k = existing[(rng.next() as usize) % existing.len()];
-                        changes.insert(k, (pick == 0).then(|| rng.value()));
-                    } else if pick == 2 {
-                        changes.insert(rng.key(&prefix), Some(rng.value()));
-                    } else {
-                        // Deleting a key that is not there changes nothing.
-                        changes.insert(rng.key(&prefix), None);
-                    }
-                }
-                // Sometimes delete almost everything.
-                if rng.next().is_multiple_of(10) {
-                    for k in existing.iter().skip(1) {
-                        changes.insert(*k, None);
-                    }
-                }
+                let changes = rng.leaf_changes(&base, &prefix, 12, 10);
                 let after = applied(&base, &changes);
                 let list = leaf_changes(&changes, |_| false);
                 assert_eq!(
@@ -1307,24 +1317,7 @@ mod tests {
             }
             let mut trie = CachedTrie::build(leaves.iter().map(|(k, v)| (*k, v.clone())).collect());
             for step in 0..25 {
-                let mut changes: BTreeMap<B256, Option<Vec<u8>>> = BTreeMap::new();
-                let existing: Vec<B256> = leaves.keys().copied().collect();
-                for _ in 0..(rng.next() % 10) {
-                    let pick = rng.next() % 4;
-                    if pick < 2 && !existing.is_empty() {
-                        let k = existing[(rng.next() as usize) % existing.len()];
-                        changes.insert(k, (pick == 0).then(|| rng.value()));
-                    } else if pick == 2 {
-                        changes.insert(rng.key(&prefix), Some(rng.value()));
-                    } else {
-                        changes.insert(rng.key(&prefix), None);
-                    }
-                }
-                if rng.next().is_multiple_of(12) {
-                    for k in existing.iter().skip(1) {
-                        changes.insert(*k, None);
-                    }
-                }
+                let changes = rng.leaf_changes(&leaves, &prefix, 10, 12);
                 leaves = applied(&leaves, &changes);
                 trie.apply(&leaf_changes(&changes, |_| false));
                 let context = format!("round {round} step {step}: {} leaves", leaves.len());
