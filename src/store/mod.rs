@@ -633,7 +633,10 @@ impl Store {
     pub fn defer_sync(&self) -> DeferredSync<'_> {
         self.deferred_sync
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        DeferredSync { store: self }
+        DeferredSync {
+            store: self,
+            finished: false,
+        }
     }
 
     /// Makes every commit so far durable (an empty commit that waits for the disk).
@@ -647,6 +650,8 @@ impl Store {
 /// Commits of the store do not wait for the disk while this lives; see [`Store::defer_sync`].
 pub struct DeferredSync<'a> {
     store: &'a Store,
+    /// Set by [`DeferredSync::finish`], which has synced already.
+    finished: bool,
 }
 
 impl DeferredSync<'_> {
@@ -654,14 +659,28 @@ impl DeferredSync<'_> {
     pub fn sync(&self) -> Result<(), StoreError> {
         self.store.sync()
     }
+
+    /// Ends the deferral: commits wait for the disk again, and every one so far is made
+    /// durable (dropping the guard does the same, with an error only logged).
+    pub fn finish(mut self) -> Result<(), StoreError> {
+        self.finished = true;
+        self.end()
+    }
+
+    fn end(&self) -> Result<(), StoreError> {
+        self.store
+            .deferred_sync
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.store.sync()
+    }
 }
 
 impl Drop for DeferredSync<'_> {
     fn drop(&mut self) {
-        self.store
-            .deferred_sync
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-        if let Err(e) = self.store.sync() {
+        if self.finished {
+            return;
+        }
+        if let Err(e) = self.end() {
             tracing::error!(error = %e, "could not sync the database");
         }
     }

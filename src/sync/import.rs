@@ -112,7 +112,7 @@ pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
             );
         }
     }
-    deferred.sync()?;
+    deferred.finish()?;
     stats.elapsed = started.elapsed();
     Ok(stats)
 }
