@@ -479,3 +479,90 @@ async fn polled_filters_on_the_dev_chain() {
     let answer = call("eth_newFilter", json!([{"address": "0x12"}])).await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
 }
+
+/// An `engine_newPayloadV3/V4` request for a copy of `raw_block` (the node's head) moved
+/// `ahead` blocks up and hung on an unknown parent: a block the node cannot connect.
+fn orphan_payload(raw_block: &str, ahead: u64) -> Value {
+    use alloy::{
+        consensus::{Block, TxEnvelope},
+        eips::eip7685::EMPTY_REQUESTS_HASH,
+        rlp::Decodable,
+        rpc::types::engine::ExecutionPayload,
+    };
+    let bytes = alloy::primitives::hex::decode(raw_block).expect("hex block");
+    let mut block = Block::<TxEnvelope>::decode(&mut bytes.as_slice()).expect("block rlp");
+    block.header.number += ahead;
+    block.header.parent_hash = alloy::primitives::B256::repeat_byte(0x42);
+    let prague = block.header.requests_hash.is_some();
+    if prague {
+        block.header.requests_hash = Some(EMPTY_REQUESTS_HASH);
+    }
+    let (payload, sidecar) =
+        ExecutionPayload::from_block_unchecked(block.header.hash_slow(), &block);
+    let ExecutionPayload::V3(p) = payload else {
+        panic!("the execution-apis chain's head is a Cancun or Prague block")
+    };
+    let cancun = sidecar.cancun().expect("cancun fields");
+    if prague {
+        json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV4",
+            "params":[p, cancun.versioned_hashes, cancun.parent_beacon_block_root, []]})
+    } else {
+        json!({"jsonrpc":"2.0","id":1,"method":"engine_newPayloadV3",
+            "params":[p, cancun.versioned_hashes, cancun.parent_beacon_block_root]})
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syncing_while_the_consensus_client_is_ahead() {
+    let node = std::sync::Arc::new(Node::start(
+        import_execution_apis_chain(),
+        &execution_apis_genesis(),
+        &[],
+    ));
+    let head = http(&node, "eth_getBlockByNumber", json!(["latest", false])).await;
+    let number = head["number"].as_str().expect("number").to_string();
+    let head_number = u64::from_str_radix(number.trim_start_matches("0x"), 16).unwrap();
+    let raw = http(&node, "debug_getRawBlock", json!(["latest"])).await;
+
+    let mut ws = Ws::connect(&node).await;
+    let sub = ws.subscribe(json!(["syncing"])).await;
+    let first = |got: &[Value]| !results_of(got, &sub).is_empty();
+    let notes = ws.notifications(Duration::from_secs(10), first).await;
+    assert_eq!(
+        results_of(&notes, &sub),
+        [&json!(false)],
+        "the status at once"
+    );
+    assert_eq!(http(&node, "eth_syncing", json!([])).await, json!(false));
+
+    // The consensus client sends a block ten ahead that the node cannot connect.
+    let request = orphan_payload(raw.as_str().expect("raw block"), 10).to_string();
+    let answer = {
+        let node = node.clone();
+        tokio::task::spawn_blocking(move || node.engine_raw(&request))
+            .await
+            .expect("engine call")
+            .1
+    };
+    let answer: Value = serde_json::from_str(&answer).expect("json");
+    assert_eq!(answer["result"]["status"], "SYNCING", "{answer}");
+    let highest = format!("{:#x}", head_number + 10);
+    let notes = ws.notifications(Duration::from_secs(10), first).await;
+    assert_eq!(
+        results_of(&notes, &sub),
+        [
+            &json!({"syncing": true, "startingBlock": number, "currentBlock": number,
+                 "highestBlock": highest})
+        ]
+    );
+    assert_eq!(
+        http(&node, "eth_syncing", json!([])).await,
+        json!({"startingBlock": number, "currentBlock": number, "highestBlock": highest})
+    );
+
+    // It names the node's own head: in sync again.
+    move_head(&node, &head["hash"]).await;
+    let notes = ws.notifications(Duration::from_secs(10), first).await;
+    assert_eq!(results_of(&notes, &sub), [&json!(false)]);
+    assert_eq!(http(&node, "eth_syncing", json!([])).await, json!(false));
+}

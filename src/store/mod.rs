@@ -33,6 +33,7 @@ use redb::{
 };
 use simnode_api::{
     events::EventSender, BlockEvent, ChainEvent, ChainHead, ChainSpec, StateChanges, StoredBlock,
+    SyncTarget,
 };
 
 use codec::{changeset_key, hash_address, hash_slot, history_key, storage_key, StoredAccount};
@@ -146,6 +147,8 @@ pub struct Store {
     events: EventSender<ChainEvent>,
     /// Whether commits wait for the disk (see [`Store::defer_sync`]).
     deferred_sync: std::sync::atomic::AtomicBool,
+    /// Whether the node is behind its consensus client (`eth_syncing`); kept by the Engine API.
+    sync_target: tokio::sync::watch::Sender<Option<SyncTarget>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -180,6 +183,7 @@ impl Store {
                     snapshots: Default::default(),
                     events: Default::default(),
                     deferred_sync: Default::default(),
+                    sync_target: Default::default(),
                 };
                 let alloc =
                     alloc.ok_or_else(|| StoreError::NoGenesisAlloc(store.spec.name.clone()))?;
@@ -202,6 +206,7 @@ impl Store {
             snapshots: Default::default(),
             events: Default::default(),
             deferred_sync: Default::default(),
+            sync_target: Default::default(),
         };
         let genesis_hash = store.spec.genesis_header.hash();
         match store.canonical_hash_raw(0)? {
@@ -338,6 +343,31 @@ impl Store {
     /// Changes of the canonical chain from now on.
     pub fn chain_events(&self) -> tokio::sync::broadcast::Receiver<ChainEvent> {
         self.events.subscribe()
+    }
+
+    /// Records that the consensus client is ahead of this node: it sent block `number`, or
+    /// (`None`) named a head, that the node cannot connect to its chain. The first such call
+    /// after being in sync starts from the current head.
+    pub fn fell_behind(&self, number: Option<u64>) {
+        let head = self.head().latest;
+        self.sync_target.send_modify(|target| {
+            let target = target.get_or_insert(SyncTarget {
+                starting_block: head,
+                highest_block: None,
+            });
+            target.highest_block = target.highest_block.max(number);
+        });
+    }
+
+    /// Records that the consensus client's head is this node's head.
+    pub fn caught_up(&self) {
+        self.sync_target
+            .send_if_modified(|target| target.take().is_some());
+    }
+
+    /// Whether the node is behind its consensus client, now and from now on.
+    pub fn sync_target(&self) -> tokio::sync::watch::Receiver<Option<SyncTarget>> {
+        self.sync_target.subscribe()
     }
 
     /// Turns address-keyed changes into a hashed overlay and stores new bytecode on the way

@@ -109,6 +109,10 @@ impl ChainView for Store {
         Store::chain_events(self)
     }
 
+    fn sync_target(&self) -> tokio::sync::watch::Receiver<Option<simnode_api::SyncTarget>> {
+        Store::sync_target(self)
+    }
+
     fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {
         Ok(Store::receipts(self, number)?.map(Arc::new))
     }

@@ -126,6 +126,7 @@ impl EngineApi {
                     .map_err(internal)?
                     .is_some();
             if !parent_known {
+                self.store.fell_behind(Some(header.number));
                 return Ok(PayloadStatus::from_status(PayloadStatusEnum::Syncing));
             }
             // A side branch: kept unexecuted until a forkchoice makes it canonical.
@@ -199,6 +200,8 @@ impl EngineApi {
         let safe = resolve(state.safe_block_hash)?;
         let finalized = resolve(state.finalized_block_hash)?;
         self.store.set_finality(safe, finalized).map_err(internal)?;
+        // The client's head is now this node's head.
+        self.store.caught_up();
         Ok(ForkchoiceUpdated::new(PayloadStatus::new(
             PayloadStatusEnum::Valid,
             Some(state.head_block_hash),
@@ -222,7 +225,7 @@ impl EngineApi {
     /// INVALID when a block of the branch failed and the old chain was restored.
     fn reorg_to_side(&self, head_hash: B256) -> Result<Option<PayloadStatus>, ErrorObjectOwned> {
         // Walk back through the side table to a canonical block.
-        let mut branch = Vec::new();
+        let mut branch: Vec<crate::store::SealedBlock> = Vec::new();
         let mut cursor = head_hash;
         let ancestor = loop {
             if let Some(n) = self.store.number_of(&cursor).map_err(internal)? {
@@ -230,6 +233,8 @@ impl EngineApi {
             }
             let Some((header, body)) = self.store.side_block(&cursor).map_err(internal)? else {
                 // Unknown head (or a branch with a missing link): still syncing.
+                let head_number = branch.first().map(|(h, _)| h.number);
+                self.store.fell_behind(head_number);
                 return Ok(Some(PayloadStatus::from_status(PayloadStatusEnum::Syncing)));
             };
             if branch.len() as u64 > MAX_REORG_DEPTH + 1 {
@@ -458,6 +463,7 @@ mod reorg_tests {
     };
     use k256::ecdsa::SigningKey;
     use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+    use simnode_api::SyncTarget;
 
     const KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
     const KEY1: &str = "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
@@ -565,6 +571,63 @@ mod reorg_tests {
     fn tx_known(store: &Store, hash: B256) -> bool {
         use simnode_api::ChainView;
         store.transaction_location(&hash).unwrap().is_some()
+    }
+
+    #[test]
+    fn behind_from_syncing_until_a_forkchoice_names_a_known_head() {
+        let node = open("sync-state");
+        let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let t0 = genesis_ts(&node);
+        // Three blocks built elsewhere; the node gets the third first.
+        let other = open("sync-state-src");
+        let blocks: Vec<NewBlock> = (0..3)
+            .map(|i| {
+                let tx = transfer(KEY0, i, X, 1);
+                crate::sync::dev::build_block(&other, &[tx], t0 + 12 * (i + 1)).unwrap()
+            })
+            .collect();
+        let target = node.sync_target();
+        assert_eq!(*target.borrow(), None, "a new node is not behind");
+        let status = api
+            .new_payload(block_of(&blocks[2]), blocks[2].header.hash())
+            .unwrap();
+        assert_eq!(status.status, PayloadStatusEnum::Syncing);
+        let behind = SyncTarget {
+            starting_block: 0,
+            highest_block: Some(3),
+        };
+        assert_eq!(*target.borrow(), Some(behind));
+        // Naming an unknown head keeps the highest number seen.
+        let fcu = |head: B256| {
+            api.forkchoice_updated(ForkchoiceState {
+                head_block_hash: head,
+                safe_block_hash: B256::ZERO,
+                finalized_block_hash: B256::ZERO,
+            })
+            .unwrap()
+        };
+        let out = fcu(blocks[2].header.hash());
+        assert_eq!(out.payload_status.status, PayloadStatusEnum::Syncing);
+        assert_eq!(*target.borrow(), Some(behind));
+        // The missing blocks arrive: imported, but the client has not named a head yet.
+        for blk in &blocks {
+            let status = api.new_payload(block_of(blk), blk.header.hash()).unwrap();
+            assert_eq!(status.status, PayloadStatusEnum::Valid);
+        }
+        assert_eq!(node.head().latest, 3);
+        assert_eq!(*target.borrow(), Some(behind));
+        let out = fcu(blocks[2].header.hash());
+        assert_eq!(out.payload_status.status, PayloadStatusEnum::Valid);
+        assert_eq!(*target.borrow(), None);
+        // Behind again from the new head, with no number known for a head named by hash.
+        fcu(B256::repeat_byte(0x42));
+        assert_eq!(
+            *target.borrow(),
+            Some(SyncTarget {
+                starting_block: 3,
+                highest_block: None
+            })
+        );
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub use events::{BlockEvent, ChainEvent, PoolEvent};
 pub use limits::RpcLimits;
 pub use pool::TxPool;
 pub use state::{AccountChange, StateChanges, StateDb, StateError, StateReader, StateRef};
-pub use view::{ChainHead, ChainView, ExecutionWitness, StoredBlock, TxLocation};
+pub use view::{ChainHead, ChainView, ExecutionWitness, StoredBlock, SyncTarget, TxLocation};
 
 use std::sync::Arc;
 

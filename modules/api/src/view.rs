@@ -22,6 +22,16 @@ pub struct ChainHead {
     pub finalized: Option<u64>,
 }
 
+/// The node is behind the chain its consensus client follows: the client named or sent a block
+/// the node cannot connect to its own chain (the Engine API answered SYNCING).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncTarget {
+    /// The head when the node fell behind.
+    pub starting_block: u64,
+    /// The highest block number the client has sent; `None` when it only named a head by hash.
+    pub highest_block: Option<u64>,
+}
+
 /// A canonical block as stored: sealed header, body, and the recovered senders
 /// (one per transaction, same order).
 #[derive(Debug, Clone)]
@@ -110,6 +120,12 @@ pub trait ChainView: Send + Sync {
     /// change have none: the receiver reports the channel closed.
     fn chain_events(&self) -> tokio::sync::broadcast::Receiver<crate::ChainEvent> {
         tokio::sync::broadcast::channel(1).1
+    }
+
+    /// Whether the node is behind its consensus client, now and from now on (the receiver sees
+    /// each change). Views that never sync are never behind.
+    fn sync_target(&self) -> tokio::sync::watch::Receiver<Option<SyncTarget>> {
+        tokio::sync::watch::channel(None).1
     }
 
     /// Resolves a block parameter to a canonical block number; `Ok(None)` when there is no

@@ -11,6 +11,7 @@ mod filters;
 mod logs;
 mod pubsub;
 mod send;
+mod syncing;
 
 use std::sync::Arc;
 
@@ -45,7 +46,7 @@ pub trait EthApi {
     #[method(name = "eth_blockNumber")]
     fn block_number(&self) -> JsonRpcResult<U64>;
     #[method(name = "eth_syncing")]
-    fn syncing(&self) -> JsonRpcResult<bool>;
+    fn syncing(&self) -> JsonRpcResult<syncing::SyncingStatus>;
 
     #[method(name = "eth_getBlockByNumber")]
     fn block_by_number(
@@ -349,8 +350,12 @@ impl EthApiServer for Eth {
         Ok(U64::from(self.ctx.chain.head().latest))
     }
 
-    fn syncing(&self) -> JsonRpcResult<bool> {
-        Ok(false)
+    fn syncing(&self) -> JsonRpcResult<syncing::SyncingStatus> {
+        let target = *self.ctx.chain.sync_target().borrow();
+        Ok(syncing::SyncingStatus::new(
+            target.as_ref(),
+            self.ctx.chain.head().latest,
+        ))
     }
 
     fn block_by_number(

@@ -8,6 +8,9 @@
 //!   canonical chain.
 //! - `newPendingTransactions`: the hash of every transaction the pool accepts, or the whole
 //!   transaction with the second param `true`.
+//! - `syncing`: the node's sync status at once, then each time it starts or stops being behind
+//!   its consensus client (see [`crate::syncing`]); reth's shape, `false` or
+//!   `{syncing: true, startingBlock, currentBlock, highestBlock}`.
 //!
 //! A subscriber too slow to keep up with [`simnode_api::events::EVENTS_KEPT`] events is not left
 //! believing it saw everything: its subscription ends with an error notification. Over HTTP
@@ -24,10 +27,13 @@ use jsonrpsee::{
 };
 use serde::Serialize;
 use serde_json::Value;
-use simnode_api::{ChainEvent, ModuleContext, PoolEvent, RpcError};
+use simnode_api::{ChainEvent, ModuleContext, PoolEvent, RpcError, SyncTarget};
 
-use crate::logs::block_logs;
-use tokio::sync::broadcast::{self, error::RecvError};
+use crate::{logs::block_logs, syncing::notification};
+use tokio::sync::{
+    broadcast::{self, error::RecvError},
+    watch,
+};
 
 #[rpc(server)]
 pub trait EthPubSubApi {
@@ -41,6 +47,7 @@ enum Kind {
     NewHeads,
     Logs(Box<Filter>),
     PendingTransactions { full: bool },
+    Syncing,
 }
 
 fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
@@ -74,12 +81,13 @@ fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
                 "invalid argument 1: expected a bool (full transactions), got {other}"
             ))),
         },
-        "syncing" => Err(RpcError::invalid_params(
-            "the syncing subscription is not offered: this node follows its consensus client or \
-             imports, and eth_syncing answers at any time",
-        )),
+        "syncing" => match params {
+            None => Ok(Kind::Syncing),
+            Some(_) => Err(RpcError::invalid_params("syncing takes no parameters")),
+        },
         other => Err(RpcError::invalid_params(format!(
-            "no \"{other}\" subscription: newHeads, logs and newPendingTransactions are offered"
+            "no \"{other}\" subscription: newHeads, logs, newPendingTransactions and syncing \
+             are offered"
         ))),
     }
 }
@@ -155,6 +163,10 @@ impl EthPubSubApiServer for EthPubSub {
                 let events = self.ctx.pool.pool_events();
                 follow_pool(pending.accept().await?, events, full).await
             }
+            Kind::Syncing => {
+                let target = self.ctx.chain.sync_target();
+                follow_sync(pending.accept().await?, target, &self.ctx).await
+            }
         }
     }
 }
@@ -217,6 +229,40 @@ async fn follow_pool(
     Ok(())
 }
 
+/// The sync status now, then at each start and end of being behind, until the subscriber
+/// leaves.
+async fn follow_sync(
+    sink: SubscriptionSink,
+    mut target: watch::Receiver<Option<SyncTarget>>,
+    ctx: &ModuleContext,
+) -> SubscriptionResult {
+    let status = |target: Option<&SyncTarget>| notification(target, ctx.chain.head().latest);
+    let now = *target.borrow_and_update();
+    let mut behind = now.is_some();
+    if send(&sink, &status(now.as_ref())).await.is_err() {
+        return Ok(());
+    }
+    loop {
+        tokio::select! {
+            () = sink.closed() => return Ok(()),
+            changed = target.changed() => {
+                if changed.is_err() {
+                    // A chain that never syncs: nothing more to say.
+                    sink.closed().await;
+                    return Ok(());
+                }
+            }
+        }
+        let now = *target.borrow_and_update();
+        if now.is_some() != behind {
+            behind = now.is_some();
+            if send(&sink, &status(now.as_ref())).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+}
+
 /// Each log as its own notification, as geth sends them.
 async fn send_all<T: Serialize>(sink: &SubscriptionSink, items: Vec<T>) -> Result<(), ()> {
     for item in &items {
@@ -254,7 +300,11 @@ mod tests {
             Ok(Kind::PendingTransactions { full: true })
         ));
         assert!(parse_kind("newPendingTransactions", Some(json!("yes"))).is_err());
-        assert_eq!(parse_kind("syncing", None).unwrap_err().code(), -32602);
+        assert!(matches!(parse_kind("syncing", None), Ok(Kind::Syncing)));
+        assert_eq!(
+            parse_kind("syncing", Some(json!({}))).unwrap_err().code(),
+            -32602
+        );
         assert_eq!(parse_kind("blocks", None).unwrap_err().code(), -32602);
     }
 }
