@@ -97,6 +97,25 @@ fn test_methods() -> RpcModule<()> {
         .register_method("eth_simulateV1", |_, _, _| "simulated")
         .expect("register");
     module
+        .register_method("test_panic", |_, _, _| -> Result<u64, ErrorObjectOwned> {
+            panic!("a bug in a method")
+        })
+        .expect("register");
+    module
+        .register_async_method("test_panic_later", |_, _, _| async move {
+            tokio::task::yield_now().await;
+            let answer: Result<u64, ErrorObjectOwned> = Err(ErrorObjectOwned::owned(
+                0,
+                String::from("unreached"),
+                None::<()>,
+            ));
+            if answer.is_err() {
+                panic!("a bug after an await");
+            }
+            answer
+        })
+        .expect("register");
+    module
 }
 
 struct Node {
@@ -773,6 +792,39 @@ async fn daily_quota() {
 
 // ---------------------------------------------------------------------------------------------
 // WebSocket
+
+#[tokio::test]
+async fn a_method_that_panics_is_answered_and_the_connection_stays() {
+    let node = Node::start("panic", "hoodi", |_| {}).await;
+    let key = add_key(node.dir.path(), "pat", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    for method in ["test_panic", "test_panic_later"] {
+        let reply = node.call(&key, method, json!([])).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(reply.error_code(), -32603, "{}", reply.text);
+        assert!(reply.error_message().contains(method), "{}", reply.text);
+    }
+    // In a batch only the item that panicked fails.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "test_panic", "params": []},
+        {"jsonrpc": "2.0", "id": 2, "method": "test_add", "params": [1, 2]},
+    ]);
+    let reply = node.post(&format!("/v3/{key}"), &batch.to_string()).await;
+    let answers = reply.json();
+    assert_eq!(answers[0]["error"]["code"], -32603, "{answers}");
+    assert_eq!(answers[1]["result"], 3, "{answers}");
+
+    // Over WebSocket the connection goes on after the failed call.
+    let mut ws = node.ws(&key).await;
+    let failed = ws.call(1, "test_panic_later", json!([])).await;
+    assert_eq!(failed["id"], 1);
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    assert_eq!(
+        ws.call(2, "test_add", json!([2, 3])).await,
+        json!({"jsonrpc": "2.0", "id": 2, "result": 5})
+    );
+}
 
 #[tokio::test]
 async fn websocket_calls_limits_and_ping() {

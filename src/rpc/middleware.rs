@@ -8,7 +8,9 @@
 //! the HTTP layer turns the marker into status 429. On WebSocket there is no status to set, so
 //! the error answers the message itself.
 
-use std::{sync::Arc, time::Instant};
+use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
+
+use futures_util::FutureExt as _;
 
 use jsonrpsee::{
     core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT},
@@ -131,6 +133,30 @@ fn named_invalid_params(
     Some(ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, data))
 }
 
+/// The answer to a call whose method panicked: a bug, logged with what it said, and -32603 to
+/// the client rather than a dropped connection. No method writes the chain database (only the
+/// sync path does), so a panic leaves nothing half written there.
+fn panicked(
+    method: &str,
+    id: jsonrpsee::types::Id<'static>,
+    panic: &(dyn std::any::Any + Send),
+) -> MethodResponse {
+    let what = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    tracing::error!(target: "simnode::rpc", method, panic = what, "RPC method panicked");
+    MethodResponse::error(
+        id,
+        ErrorObjectOwned::owned(
+            jsonrpsee::types::error::INTERNAL_ERROR_CODE,
+            format!("internal error: {method} failed unexpectedly (logged by the node)"),
+            None::<()>,
+        ),
+    )
+}
+
 /// The (empty) answer to notifications, marked so that HTTP sends no body.
 fn no_answer() -> MethodResponse {
     let mut response = MethodResponse::notification();
@@ -185,7 +211,15 @@ where
         };
         let mut response = match refused {
             Some(err) => MethodResponse::error(request.id().into_owned(), err),
-            None => inner.call(request).await,
+            // jsonrpsee runs a synchronous method inside `call` itself, not when its future
+            // is polled: the call is made inside the guarded future.
+            None => match AssertUnwindSafe(async move { inner.call(request).await })
+                .catch_unwind()
+                .await
+            {
+                Ok(response) => response,
+                Err(panic) => panicked(&method, id.clone().into_owned(), panic.as_ref()),
+            },
         };
         if response.as_error_code() == Some(INVALID_PARAMS_CODE) {
             if let Some(named) =
