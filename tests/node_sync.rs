@@ -1,6 +1,6 @@
 //! The node's ways of receiving blocks, end to end: `simnode import` of the execution-apis
 //! chain (re-runs, interruption by SIGKILL, corrupt and truncated files) and the same chain
-//! replayed through the Engine API.
+//! replayed through the Engine API, and damaged Engine API requests that must leave it whole.
 
 mod support;
 
@@ -461,4 +461,80 @@ fn engine_api_refuses_corrupted_payloads_and_keeps_the_chain() {
         node.result("eth_getBlockByNumber", json!(["latest", false]))["hash"],
         HEAD_54
     );
+}
+
+/// Damaged Engine API requests (payloads and forkchoice updates of this chain, mutated at
+/// random) get JSON-RPC answers and leave the chain as it was: the undamaged rest of the chain
+/// still imports on top and reaches the same head as an import of the file.
+#[test]
+fn damaged_engine_requests_leave_the_chain_whole() {
+    use support::mutate::{mutate, palette, Rng};
+    let (node, post_merge, requests) = node_at_merge("engine-damage");
+    let half = post_merge.len() / 2;
+    let genuine: Vec<Value> = post_merge
+        .iter()
+        .zip(&requests)
+        .map(|(block, requests)| new_payload_request(block, requests))
+        .collect();
+    for (number, request) in genuine[..half].iter().enumerate() {
+        let (_, body) = node.engine_raw(&request.to_string());
+        assert!(body.contains("\"VALID\""), "block {number}: {body}");
+    }
+
+    let fcu: Value = serde_json::from_str(
+        &std::fs::read_to_string(conformance_dir().join("headfcu.json")).expect("headfcu.json"),
+    )
+    .expect("headfcu json");
+    let palette = palette();
+    let mut rng = Rng(0x0e17_91e5);
+    for _ in 0..400 {
+        let base = if rng.below(4) == 0 {
+            &fcu
+        } else {
+            rng.pick(&genuine)
+        };
+        let request = mutate(&mut rng, base, &palette).to_string();
+        let (status, body) = node.engine_raw(&request);
+        let answer: Option<Value> = serde_json::from_str(&body).ok();
+        assert!(
+            status == 200
+                && answer
+                    .as_ref()
+                    .is_some_and(|a| a.get("result").is_some() || a.get("error").is_some()),
+            "HTTP {status} {body:.300} for {request:.1500}"
+        );
+    }
+    let log = node.log();
+    assert!(!log.contains("panicked"), "the node panicked:\n{log}");
+    // A change the block hash does not cover (an unknown field, say) leaves a payload whole, so
+    // the head may have moved on, but only along the chain.
+    let head = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    let number = u64::from_str_radix(
+        head["number"]
+            .as_str()
+            .expect("number")
+            .trim_start_matches("0x"),
+        16,
+    )
+    .expect("hex number");
+    let first = post_merge[0].header.number;
+    assert!(
+        number >= first - 1 + half as u64,
+        "the head went back: {head}"
+    );
+    let expected = post_merge[(number - first) as usize].header.hash_slow();
+    assert_eq!(head["hash"], json!(expected), "the head left the chain");
+
+    for (i, request) in genuine.iter().enumerate() {
+        let (_, body) = node.engine_raw(&request.to_string());
+        assert!(body.contains("\"VALID\""), "post-merge block {i}: {body}");
+    }
+    let (_, body) = node.engine_raw(&fcu.to_string());
+    assert!(body.contains("\"VALID\""), "{body}");
+    let head = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(head["hash"], HEAD_54);
+    for n in 0..=54u64 {
+        let receipts = node.result("eth_getBlockReceipts", json!([format!("{n:#x}")]));
+        assert!(receipts.is_array(), "block {n} whole: {receipts}");
+    }
 }

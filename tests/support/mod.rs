@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 mod fixtures;
+pub mod mutate;
 pub use fixtures::*;
 
 use std::{
