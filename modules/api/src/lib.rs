@@ -14,6 +14,7 @@ pub mod guard;
 pub mod limits;
 pub mod offload;
 pub mod pool;
+pub mod replay;
 pub mod state;
 #[cfg(feature = "testing")]
 pub mod testing;

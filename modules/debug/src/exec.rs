@@ -21,11 +21,10 @@ use alloy::rpc::types::{
     },
     TransactionRequest,
 };
-use alloy_evm::{block::SystemCaller, EthEvmFactory, Evm, EvmFactory, FromRecoveredTx};
+use alloy_evm::{EthEvmFactory, Evm, EvmFactory, FromRecoveredTx};
 use revm::{
     context::TxEnv,
     context_interface::result::{EVMError, ResultAndState},
-    database::CacheDB,
     DatabaseCommit,
 };
 use revm_inspectors::tracing::{
@@ -35,10 +34,8 @@ use revm_inspectors::tracing::{
 use simnode_api::{
     call,
     guard::{Abort, Guard},
-    ModuleContext, RpcError, RpcResult, StateDb, StateError, StateRef, StoredBlock,
+    replay, ModuleContext, RpcError, RpcResult, StateError, StateRef, StoredBlock,
 };
-
-type Db = CacheDB<StateDb>;
 
 /// What one tracing request may use.
 #[derive(Debug, Clone, Copy)]
@@ -72,10 +69,6 @@ pub(crate) fn trace_block(
     budget: Budget,
     only: Option<usize>,
 ) -> RpcResult<Vec<TraceResult>> {
-    let number = block.number();
-    if number == 0 {
-        return Err(RpcError::Server("genesis is not traceable".into()));
-    }
     // A tracer that cannot be built fails the request before any work is done.
     tracer(opts, budget.max_bytes)?;
 
@@ -83,7 +76,8 @@ pub(crate) fn trace_block(
     let factory = EthEvmFactory::default();
     // With `only`, the transactions before it run untraced.
     let first = only.unwrap_or(0);
-    let mut db = state_before_tx(ctx, block, first, &budget)?;
+    let mut db =
+        replay::state_before_tx(ctx, block, first, budget.deadline, || budget.timed_out())?;
 
     let last = only.unwrap_or(block.body.transactions.len().saturating_sub(1));
     let mut bytes = 0usize;
@@ -137,54 +131,6 @@ pub(crate) fn trace_block(
     Ok(results)
 }
 
-/// The state `block`'s first transaction starts from: its parent's, after the pre-block system
-/// calls (EIP-2935 parent hash, EIP-4788 beacon root).
-fn block_start(ctx: &ModuleContext, block: &StoredBlock) -> RpcResult<Db> {
-    let mut db: Db = CacheDB::new(StateDb(ctx.chain.state_at(block.number() - 1)?));
-    let mut evm = EthEvmFactory::default().create_evm(&mut db, ctx.spec.evm_env(&block.header));
-    SystemCaller::new(&*ctx.spec)
-        .apply_pre_execution_changes(block.header.inner(), &mut evm)
-        .map_err(|err| RpcError::Internal(format!("pre-block system calls: {err}")))?;
-    drop(evm);
-    Ok(db)
-}
-
-/// The state before transaction `index` of `block` (geth's `stateAtTransaction`): the block's
-/// start with its first `index` transactions applied, within the request's deadline.
-fn state_before_tx(
-    ctx: &ModuleContext,
-    block: &StoredBlock,
-    index: usize,
-    budget: &Budget,
-) -> RpcResult<Db> {
-    if block.senders.len() != block.body.transactions.len() {
-        return Err(RpcError::Internal(format!(
-            "block {} has {} transactions and {} senders",
-            block.number(),
-            block.body.transactions.len(),
-            block.senders.len()
-        )));
-    }
-    let mut db = block_start(ctx, block)?;
-    let env = ctx.spec.evm_env(&block.header);
-    for (i, (tx, sender)) in block
-        .body
-        .transactions
-        .iter()
-        .zip(&block.senders)
-        .take(index)
-        .enumerate()
-    {
-        let mut guard = Guard::new(budget.deadline, 0, usize::MAX);
-        let res = EthEvmFactory::default()
-            .create_evm_with_inspector(&mut db, env.clone(), &mut guard)
-            .transact(TxEnv::from_recovered_tx(tx, *sender));
-        let res = settle(res, &guard, false, budget, i)?;
-        db.commit(res.state);
-    }
-    Ok(db)
-}
-
 /// Traces a transaction request (`debug_traceCall`) on the state after block `number`, or with
 /// `opts.tx_index` before that transaction of the block, prepared as eth_call prepares it
 /// (gas cap, no fee checks, state and block overrides).
@@ -207,7 +153,13 @@ pub(crate) fn trace_call(
                     "tx index {index} out of range for block {number:#x}"
                 )));
             }
-            Box::new(state_before_tx(ctx, &block, index, &budget)?)
+            Box::new(replay::state_before_tx(
+                ctx,
+                &block,
+                index,
+                budget.deadline,
+                || budget.timed_out(),
+            )?)
         }
     };
     let bounds = call::Bounds::starting_now(&ctx.limits);
@@ -334,11 +286,7 @@ fn settle(
     res.map_err(|err| match (guard.abort, tracer_full) {
         (Some(Abort::Deadline), _) => budget.timed_out(),
         (Some(Abort::TraceTooLarge), _) | (None, true) => budget.too_large(),
-        (None, false) => match err {
-            EVMError::Database(err) => RpcError::from(err),
-            // A stored block whose transaction no longer executes: the store is at fault.
-            other => RpcError::Internal(format!("transaction {index} of the block: {other}")),
-        },
+        (None, false) => replay::failed_tx(err, index),
     })
 }
 

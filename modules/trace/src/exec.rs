@@ -23,7 +23,7 @@
 use std::time::Instant;
 
 use alloy::{
-    primitives::{Address, U256},
+    primitives::{map::HashSet, Address, U256},
     rpc::types::{
         trace::parity::{TraceResults, TraceType},
         TransactionRequest,
@@ -151,20 +151,11 @@ impl Run<'_> {
             env.block_env.basefee = 0;
         }
 
-        let vm_trace = trace_types.contains(&TraceType::VmTrace);
-        let mut guard = Guard::new(self.deadline, self.trace_bytes, self.limits.max_trace_bytes)
-            .counting(
-                if vm_trace { STEP_BYTES } else { 0 },
-                if trace_types.is_empty() {
-                    0
-                } else {
-                    NODE_BYTES
-                },
-            );
-
         let results = if trace_types.is_empty() {
+            let mut guard =
+                Guard::new(self.deadline, self.trace_bytes, self.limits.max_trace_bytes);
             let res = transact(&mut self.db, env, tx, &mut guard);
-            let res = self.settle(res, caller, &guard, false)?;
+            let res = self.settle(res, caller, &guard)?;
             let output = res.result.output().cloned().unwrap_or_default();
             self.finish(res, more);
             TraceResults {
@@ -174,48 +165,41 @@ impl Run<'_> {
                 state_diff: None,
             }
         } else {
-            // The tracer's own budget counts the byte buffers it copies; the guard the rest.
-            let left = self.limits.max_trace_bytes.saturating_sub(self.trace_bytes);
-            let mut tracer =
-                TracingInspector::new(TracingInspectorConfig::from_parity_config(&trace_types))
-                    .with_limits(
-                        RecordLimits::default()
-                            .set_max_recorded_bytes(Some(left))
-                            .set_behavior(TraceLimitBehavior::Halt),
-                    );
-            let res = transact(&mut self.db, env, tx, (&mut tracer, &mut guard));
-            let res = self.settle(res, caller, &guard, tracer.limit_exceeded())?;
-            self.trace_bytes = guard.bytes.saturating_add(tracer.recorded_bytes());
-            if self.trace_bytes > self.limits.max_trace_bytes {
-                return Err(too_large(self.limits));
-            }
-            let traced = tracer
-                .into_parity_builder()
-                .into_trace_results_with_state(&res, &trace_types, &self.db)
-                .map_err(RpcError::from)?;
+            let mut budget = Budget {
+                deadline: self.deadline,
+                bytes: self.trace_bytes,
+                max_bytes: self.limits.max_trace_bytes,
+            };
+            let run = run_traced(&mut self.db, env, tx, &trace_types, &mut budget);
+            self.trace_bytes = budget.bytes;
+            let (traced, res) = run.map_err(|stopped| match stopped {
+                Stopped::Deadline => timeout(self.limits),
+                Stopped::TooLarge => too_large(self.limits),
+                Stopped::Evm(err) => evm_error(err, caller),
+            })?;
+            self.gas_used = self.gas_used.saturating_add(res.result.tx_gas_used());
             self.finish(res, more);
             traced
         };
         Ok(results)
     }
 
-    /// Turns the outcome of a transaction into a result or the request's error.
+    /// Turns the outcome of an untraced call into a result or the request's error.
     fn settle(
         &mut self,
         res: Result<ResultAndState, EVMError<StateError>>,
         caller: Address,
         guard: &Guard,
-        tracer_full: bool,
     ) -> RpcResult<ResultAndState> {
         match res {
             Ok(res) => {
                 self.gas_used = self.gas_used.saturating_add(res.result.tx_gas_used());
                 Ok(res)
             }
-            Err(err) => Err(match (guard.abort, tracer_full) {
-                (Some(Abort::Deadline), _) => timeout(self.limits),
-                (Some(Abort::TraceTooLarge), _) | (None, true) => too_large(self.limits),
-                (None, false) => evm_error(err, caller),
+            Err(err) => Err(match guard.abort {
+                Some(Abort::Deadline) => timeout(self.limits),
+                Some(Abort::TraceTooLarge) => too_large(self.limits),
+                None => evm_error(err, caller),
             }),
         }
     }
@@ -281,6 +265,63 @@ impl Run<'_> {
         };
         Ok(tx)
     }
+}
+
+/// The deadline and the trace bytes of one request, shared by its transactions.
+pub(crate) struct Budget {
+    pub deadline: Instant,
+    /// Bytes of trace recorded so far.
+    pub bytes: usize,
+    pub max_bytes: usize,
+}
+
+/// Why a traced run did not finish.
+pub(crate) enum Stopped {
+    Deadline,
+    TooLarge,
+    /// The EVM refused the transaction (or the state could not be read).
+    Evm(EVMError<StateError>),
+}
+
+/// Runs `tx` on `db` under a tracer for `trace_types` (not empty) and builds its traces against
+/// `db`, the state before it. The state changes are returned, not committed; the bytes the
+/// trace recorded are added to `budget`.
+pub(crate) fn run_traced(
+    db: &mut Db,
+    env: EvmEnv,
+    tx: TxEnv,
+    trace_types: &HashSet<TraceType>,
+    budget: &mut Budget,
+) -> Result<(TraceResults, ResultAndState), Stopped> {
+    let vm_trace = trace_types.contains(&TraceType::VmTrace);
+    let mut guard = Guard::new(budget.deadline, budget.bytes, budget.max_bytes)
+        .counting(if vm_trace { STEP_BYTES } else { 0 }, NODE_BYTES);
+    // The tracer's own budget counts the byte buffers it copies; the guard the rest.
+    let left = budget.max_bytes.saturating_sub(budget.bytes);
+    let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(trace_types))
+        .with_limits(
+            RecordLimits::default()
+                .set_max_recorded_bytes(Some(left))
+                .set_behavior(TraceLimitBehavior::Halt),
+        );
+    let res = transact(db, env, tx, (&mut tracer, &mut guard));
+    let res = match (res, guard.abort, tracer.limit_exceeded()) {
+        (Ok(res), ..) => res,
+        (Err(_), Some(Abort::Deadline), _) => return Err(Stopped::Deadline),
+        (Err(_), Some(Abort::TraceTooLarge), _) | (Err(_), None, true) => {
+            return Err(Stopped::TooLarge)
+        }
+        (Err(err), None, false) => return Err(Stopped::Evm(err)),
+    };
+    budget.bytes = guard.bytes.saturating_add(tracer.recorded_bytes());
+    if budget.bytes > budget.max_bytes {
+        return Err(Stopped::TooLarge);
+    }
+    let traced = tracer
+        .into_parity_builder()
+        .into_trace_results_with_state(&res, trace_types, &*db)
+        .map_err(|err| Stopped::Evm(EVMError::Database(err)))?;
+    Ok((traced, res))
 }
 
 /// Fee fields that cannot make a transaction, with reth's codes: two fee styles at once is a
