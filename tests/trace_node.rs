@@ -168,3 +168,176 @@ fn refused_calls_get_reths_error_codes() {
         "{r}"
     );
 }
+
+fn hex_u128(v: &Value) -> u128 {
+    let s = v.as_str().unwrap_or_else(|| panic!("a hex quantity: {v}"));
+    u128::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex")
+}
+
+/// A `*` change's (from, to) in a stateDiff entry, or `None` if the value did not change.
+fn changed(entry: &Value) -> Option<(u128, u128)> {
+    let change = entry.get("*")?;
+    Some((hex_u128(&change["from"]), hex_u128(&change["to"])))
+}
+
+/// Every mined transaction of the chain traced again: trace_replayBlockTransactions and
+/// trace_replayTransaction agree, the top call is the transaction as geth's call tracer saw
+/// it, and the stateDiff charges the sender and pays the coinbase what the receipt says.
+#[test]
+fn replays_of_mined_transactions_match_their_receipts() {
+    // Five requests per transaction: past the default 100 per second.
+    let node = Node::execution_apis(&["--rpc.rate-limit", "100000", "--rpc.rate-burst", "100000"]);
+    let types = json!(["trace", "stateDiff"]);
+    let mut checked = 0;
+    for number in 1..=54u64 {
+        let tag = format!("{number:#x}");
+        let block = node.result("eth_getBlockByNumber", json!([tag, false]));
+        let replayed = node.result("trace_replayBlockTransactions", json!([tag, types]));
+        let hashes = block["transactions"].as_array().expect("hashes");
+        let replayed = replayed.as_array().expect("a list");
+        assert_eq!(replayed.len(), hashes.len(), "block {number}");
+        let base_fee = block.get("baseFeePerGas").map(hex_u128);
+        let coinbase = block["miner"].as_str().expect("miner").to_string();
+        for (hash, traced) in hashes.iter().zip(replayed) {
+            assert_eq!(&traced["transactionHash"], hash);
+            let one = node.result("trace_replayTransaction", json!([hash, types]));
+            let mut without_hash = traced.clone();
+            without_hash
+                .as_object_mut()
+                .expect("object")
+                .remove("transactionHash");
+            assert_eq!(one, without_hash, "{hash}: one transaction as in its block");
+
+            let tx = node.result("eth_getTransactionByHash", json!([hash]));
+            let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
+            let calls = node.result(
+                "debug_traceTransaction",
+                json!([hash, {"tracer": "callTracer"}]),
+            );
+            let top = &traced["trace"][0];
+            assert_eq!(top["traceAddress"], json!([]));
+            let from = tx["from"].as_str().expect("from");
+            assert_eq!(top["action"]["from"], from, "{hash}");
+            assert_eq!(top["action"]["value"], tx["value"], "{hash}");
+            if tx["to"].is_null() {
+                assert_eq!(top["type"], "create", "{hash}");
+                assert_eq!(top["action"]["init"], tx["input"], "{hash}");
+            } else {
+                assert_eq!(top["action"]["to"], tx["to"], "{hash}");
+                assert_eq!(top["action"]["input"], tx["input"], "{hash}");
+            }
+            let failed = receipt["status"] == "0x0";
+            assert_eq!(top.get("error").is_some(), failed, "{hash}: {top}");
+            assert_eq!(calls.get("error").is_some(), failed, "{hash}: {calls}");
+
+            // The sender pays gas used times the effective price, its blob gas, and the value
+            // (which a failed transaction does not move).
+            let diff = &traced["stateDiff"];
+            let gas_used = hex_u128(&receipt["gasUsed"]);
+            let price = hex_u128(&receipt["effectiveGasPrice"]);
+            let blob_fee = match receipt.get("blobGasUsed") {
+                Some(used) => hex_u128(used) * hex_u128(&receipt["blobGasPrice"]),
+                None => 0,
+            };
+            let value = if failed { 0 } else { hex_u128(&tx["value"]) };
+            let (before, after) =
+                changed(&diff[from]["balance"]).unwrap_or_else(|| panic!("{hash}: {diff}"));
+            let to = tx["to"].as_str().unwrap_or_default();
+            if to != from && coinbase != from {
+                assert_eq!(
+                    before - after,
+                    gas_used * price + blob_fee + value,
+                    "{hash}"
+                );
+            }
+            let nonce = changed(&diff[from]["nonce"]).expect("the sender's nonce moves");
+            assert_eq!(nonce.1, nonce.0 + 1, "{hash}");
+            // The coinbase earns the tip on every unit of gas.
+            if let Some(base_fee) = base_fee {
+                let tip = gas_used * (price - base_fee);
+                if tip > 0 && coinbase != from && coinbase != to {
+                    let earned = match diff.get(&coinbase).map(|e| &e["balance"]) {
+                        Some(b) if b.get("+").is_some() => hex_u128(&b["+"]),
+                        Some(b) => changed(b).map_or(0, |(before, after)| after - before),
+                        None => 0,
+                    };
+                    assert_eq!(earned, tip, "{hash}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} transactions in the chain");
+
+    // What is not there.
+    assert_eq!(
+        node.result("trace_replayBlockTransactions", json!(["0xffff", types])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("trace_replayBlockTransactions", json!(["0x0", types])),
+        json!([])
+    );
+    let unknown = format!("0x{}", "ab".repeat(32));
+    let r = node.call("trace_replayTransaction", json!([unknown, types]));
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+}
+
+/// trace_call is trace_callMany's single call, with state and block overrides on top.
+#[test]
+fn trace_call_with_overrides() {
+    let node = Node::execution_apis(&[]);
+    let a = "0x0c2c51a0990aee1d73c1228de158688341557508";
+    let fresh = "0x00000000000000000000000000000000000000f1";
+    let call = json!({"from": a, "to": fresh, "value": "0x100"});
+    let one = node.result(
+        "trace_call",
+        json!([call, ["trace", "stateDiff"], "latest"]),
+    );
+    let many = node.result(
+        "trace_callMany",
+        json!([[[call, ["trace", "stateDiff"]]], "latest"]),
+    );
+    assert_eq!(one, many[0]);
+
+    // Code that returns NUMBER, put at an address by a state override, under a block override.
+    let probe = "0x00000000000000000000000000000000000000c4";
+    let number_code = "0x4360005260206000f3";
+    let r = node.result(
+        "trace_call",
+        json!([
+            {"from": fresh, "to": probe},
+            ["trace"],
+            "latest",
+            {probe: {"code": number_code}, fresh: {"balance": "0x1000"}},
+            {"number": "0x1234"}
+        ]),
+    );
+    assert_eq!(
+        r["output"],
+        format!("0x{:064x}", 0x1234),
+        "the block override is what NUMBER reads: {r}"
+    );
+    // Without the override it is the block's own number.
+    let r = node.result(
+        "trace_call",
+        json!([{"from": fresh, "to": probe}, [], "0x10", {probe: {"code": number_code}}]),
+    );
+    assert_eq!(r["output"], format!("0x{:064x}", 0x10), "{r}");
+    // A value the overridden balance pays for, and one it does not.
+    let ok = node.call(
+        "trace_call",
+        json!([{"from": fresh, "to": a, "value": "0x1000"}, ["trace"], "latest",
+               {fresh: {"balance": "0x1000"}}]),
+    );
+    assert!(ok.get("result").is_some(), "{ok}");
+    let poor = node.call(
+        "trace_call",
+        json!([{"from": fresh, "to": a, "value": "0x1001"}, ["trace"], "latest",
+               {fresh: {"balance": "0x1000"}}]),
+    );
+    assert_eq!(poor["error"]["code"], -32003, "{poor}");
+    // The trace types are required, as in reth.
+    let r = node.call("trace_call", json!([{"from": a, "to": fresh}]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}

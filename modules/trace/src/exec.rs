@@ -25,11 +25,17 @@ use std::time::Instant;
 use alloy::{
     primitives::{map::HashSet, Address, U256},
     rpc::types::{
+        state::StateOverride,
         trace::parity::{TraceResults, TraceType},
-        TransactionRequest,
+        BlockOverrides, TransactionRequest,
     },
 };
-use alloy_evm::{eth::EthEvmContext, rpc::TryIntoTxEnv, EthEvmFactory, Evm, EvmEnv, EvmFactory};
+use alloy_evm::{
+    eth::EthEvmContext,
+    overrides::{apply_block_overrides, apply_state_overrides},
+    rpc::TryIntoTxEnv,
+    EthEvmFactory, Evm, EvmEnv, EvmFactory,
+};
 use revm::{
     context::TxEnv,
     context_interface::result::{EVMError, InvalidTransaction, ResultAndState},
@@ -64,12 +70,21 @@ pub(crate) fn describe_block(block: &BlockParam) -> String {
     }
 }
 
-/// Runs `calls` on top of the state after `block`; blocking (call it off the async runtime).
+/// State and block overrides of a `trace_call`, applied before its call runs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Overrides {
+    pub state: Option<StateOverride>,
+    pub block: Option<Box<BlockOverrides>>,
+}
+
+/// Runs `calls` on top of the state after `block` (with `overrides` applied first); blocking
+/// (call it off the async runtime).
 pub(crate) fn trace_call_many(
     ctx: &ModuleContext,
     limits: &TraceLimits,
     calls: Vec<TraceCall>,
     block: BlockParam,
+    overrides: Overrides,
     deadline: Instant,
 ) -> RpcResult<Vec<TraceResults>> {
     let not_found =
@@ -91,6 +106,13 @@ pub(crate) fn trace_call_many(
         gas_used: 0,
         trace_bytes: 0,
     };
+    if let Some(block_overrides) = overrides.block {
+        apply_block_overrides(*block_overrides, &mut run.db, &mut env.block_env);
+    }
+    if let Some(state_overrides) = overrides.state {
+        apply_state_overrides(state_overrides, &mut run.db)
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    }
 
     let total = calls.len();
     let mut results = Vec::with_capacity(total);
@@ -122,7 +144,7 @@ fn with_call_index(err: RpcError, index: usize, total: usize) -> RpcError {
     }
 }
 
-fn timeout(limits: &TraceLimits) -> RpcError {
+pub(crate) fn timeout(limits: &TraceLimits) -> RpcError {
     RpcError::Timeout(limits.timeout.as_millis().try_into().unwrap_or(u64::MAX))
 }
 
@@ -283,8 +305,8 @@ pub(crate) enum Stopped {
     Evm(EVMError<StateError>),
 }
 
-/// Runs `tx` on `db` under a tracer for `trace_types` (not empty) and builds its traces against
-/// `db`, the state before it. The state changes are returned, not committed; the bytes the
+/// Runs `tx` on `db` under a tracer for `trace_types` and builds its traces against `db`, the
+/// state before it (with no trace types, only the output is reported). The state changes are returned, not committed; the bytes the
 /// trace recorded are added to `budget`.
 pub(crate) fn run_traced(
     db: &mut Db,
@@ -336,7 +358,7 @@ fn fee_fields_error(err: alloy_evm::rpc::CallFeesError) -> RpcError {
     }
 }
 
-fn too_large(limits: &TraceLimits) -> RpcError {
+pub(crate) fn too_large(limits: &TraceLimits) -> RpcError {
     RpcError::LimitExceeded(format!(
         "trace too large: the request's traces exceed {} bytes",
         limits.max_trace_bytes

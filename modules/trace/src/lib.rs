@@ -1,12 +1,18 @@
-//! `trace_callMany`: Parity/OpenEthereum-style traces of a sequence of calls, as reth and
-//! erigon serve it.
+//! The `trace` namespace: Parity/OpenEthereum-style traces, as reth and erigon serve them.
 //!
-//! Params: `[[ [call, traceTypes], ... ], block]`. The calls run in order on top of the state
-//! after `block` (default `latest`; `pending` is served as `latest`), each seeing the state
-//! changes of those before it; nothing is stored. Each result holds the call's `output` and, as
-//! asked by its trace types, the call tree (`trace`), the account changes against the state
-//! before the call (`stateDiff`) and the executed opcodes (`vmTrace`). The EVM settings are
-//! those of reth's trace calls, described in [`exec`].
+//! - `trace_callMany [[ [call, traceTypes], ... ], block]`: the calls run in order on top of the
+//!   state after `block` (default `latest`; `pending` is served as `latest`), each seeing the
+//!   state changes of those before it; nothing is stored.
+//! - `trace_call [call, traceTypes, block, stateOverrides, blockOverrides]`: one such call, with
+//!   state and block overrides applied first (reth's parameters).
+//! - `trace_replayBlockTransactions [block, traceTypes]` and `trace_replayTransaction [hash,
+//!   traceTypes]`: mined transactions run again as they ran in their block ([`replay`]); an
+//!   unknown block is `null`, an unknown transaction -32001.
+//!
+//! Each result holds the transaction's `output` and, as asked by its trace types, the call tree
+//! (`trace`), the account changes against the state before it (`stateDiff`) and the executed
+//! opcodes (`vmTrace`). The EVM settings of calls are those of reth's trace calls, described in
+//! [`exec`].
 //!
 //! Limits ([`TraceLimits`]): calls per request, the request's total gas, a deadline (-32016),
 //! a bound on the bytes of trace a request may record (an endless loop under the default gas
@@ -16,12 +22,24 @@
 
 mod exec;
 mod params;
+mod replay;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
-use alloy::rpc::types::trace::parity::TraceResults;
+use alloy::{
+    primitives::{map::HashSet, B256},
+    rpc::types::{
+        state::StateOverride,
+        trace::parity::{TraceResults, TraceResultsWithTransactionHash, TraceType},
+        BlockOverrides, TransactionRequest,
+    },
+};
+use exec::Overrides;
 use jsonrpsee::{core::async_trait, proc_macros::rpc};
-use simnode_api::{offload, BlockParam, ModuleContext, RpcError, RpcLimits};
+use simnode_api::{offload, BlockParam, ModuleContext, RpcError, RpcLimits, RpcResult};
 use tokio::sync::Semaphore;
 
 pub use params::TraceCall;
@@ -71,6 +89,33 @@ pub trait TraceApi {
         calls: Vec<TraceCall>,
         block: Option<BlockParam>,
     ) -> Result<Vec<TraceResults>, RpcError>;
+
+    /// Traces one call on top of one block's state, with state and block overrides.
+    #[method(name = "call")]
+    async fn call(
+        &self,
+        call: TransactionRequest,
+        trace_types: HashSet<TraceType>,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+        block_overrides: Option<Box<BlockOverrides>>,
+    ) -> Result<TraceResults, RpcError>;
+
+    /// Traces every transaction of a mined block as it ran; `null` for an unknown block.
+    #[method(name = "replayBlockTransactions")]
+    async fn replay_block_transactions(
+        &self,
+        block: BlockParam,
+        trace_types: HashSet<TraceType>,
+    ) -> Result<Option<Vec<TraceResultsWithTransactionHash>>, RpcError>;
+
+    /// Traces one mined transaction as it ran in its block.
+    #[method(name = "replayTransaction")]
+    async fn replay_transaction(
+        &self,
+        hash: B256,
+        trace_types: HashSet<TraceType>,
+    ) -> Result<TraceResults, RpcError>;
 }
 
 /// The `trace` namespace: the module context, its limits and the tracing slots.
@@ -90,6 +135,31 @@ impl Trace {
             slots,
         }
     }
+
+    fn timed_out(&self) -> RpcError {
+        exec::timeout(&self.limits)
+    }
+
+    /// Runs `work` (blocking, without side effects) within the request's deadline once a
+    /// tracing slot is free: on the RPC thread up to the inline budget, then again from the
+    /// start on the blocking pool.
+    async fn traced<T, F>(&self, work: F) -> RpcResult<T>
+    where
+        T: Send + 'static,
+        F: Fn(&ModuleContext, &TraceLimits, Instant) -> RpcResult<T> + Send + 'static,
+    {
+        let deadline = Instant::now() + self.limits.timeout;
+        let slot = tokio::time::timeout_at(deadline.into(), self.slots.clone().acquire_owned())
+            .await
+            .map_err(|_| self.timed_out())?
+            .map_err(RpcError::internal)?;
+        let ctx = self.ctx.clone();
+        let limits = self.limits.clone();
+        let inline_budget = ctx.limits.evm_inline_budget;
+        let _slot = slot;
+        let run = move |stop_at| work(&ctx, &limits, stop_at);
+        offload::inline_then_blocking(inline_budget, deadline, run).await
+    }
 }
 
 #[async_trait]
@@ -99,7 +169,6 @@ impl TraceApiServer for Trace {
         calls: Vec<TraceCall>,
         block: Option<BlockParam>,
     ) -> Result<Vec<TraceResults>, RpcError> {
-        let deadline = std::time::Instant::now() + self.limits.timeout;
         if calls.len() > self.limits.max_calls {
             return Err(RpcError::LimitExceeded(format!(
                 "too many calls: {} (at most {})",
@@ -107,36 +176,87 @@ impl TraceApiServer for Trace {
                 self.limits.max_calls
             )));
         }
-        let timed_out = || {
-            RpcError::Timeout(
-                self.limits
-                    .timeout
-                    .as_millis()
-                    .try_into()
-                    .unwrap_or(u64::MAX),
-            )
-        };
-        let slot = tokio::time::timeout_at(deadline.into(), self.slots.clone().acquire_owned())
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(RpcError::internal)?;
-
-        let ctx = self.ctx.clone();
-        let limits = self.limits.clone();
         let block = block.unwrap_or(BlockParam::LATEST);
-        let _slot = slot;
-        let inline_budget = ctx.limits.evm_inline_budget;
-        // Tracing has no side effects: a run stopped at the inline budget starts again on
-        // the blocking pool.
-        let run =
-            move |stop_at| exec::trace_call_many(&ctx, &limits, calls.clone(), block, stop_at);
-        offload::inline_then_blocking(inline_budget, deadline, run).await
+        self.traced(move |ctx, limits, stop_at| {
+            let calls = calls.clone();
+            exec::trace_call_many(ctx, limits, calls, block, Overrides::default(), stop_at)
+        })
+        .await
+    }
+
+    async fn call(
+        &self,
+        call: TransactionRequest,
+        trace_types: HashSet<TraceType>,
+        block: Option<BlockParam>,
+        state_overrides: Option<StateOverride>,
+        block_overrides: Option<Box<BlockOverrides>>,
+    ) -> Result<TraceResults, RpcError> {
+        let block = block.unwrap_or(BlockParam::LATEST);
+        let call = TraceCall {
+            request: call,
+            trace_types,
+        };
+        let overrides = Overrides {
+            state: state_overrides,
+            block: block_overrides,
+        };
+        let mut results = self
+            .traced(move |ctx, limits, stop_at| {
+                let calls = vec![call.clone()];
+                exec::trace_call_many(ctx, limits, calls, block, overrides.clone(), stop_at)
+            })
+            .await?;
+        results
+            .pop()
+            .ok_or_else(|| RpcError::internal("one call gave no result"))
+    }
+
+    async fn replay_block_transactions(
+        &self,
+        block: BlockParam,
+        trace_types: HashSet<TraceType>,
+    ) -> Result<Option<Vec<TraceResultsWithTransactionHash>>, RpcError> {
+        let Some(number) = self.ctx.chain.resolve(&block)? else {
+            return Ok(None);
+        };
+        let Some(block) = self.ctx.chain.block(number)? else {
+            return Ok(None);
+        };
+        self.traced(move |ctx, limits, stop_at| {
+            replay::replay_block(ctx, limits, &block, &trace_types, None, stop_at)
+        })
+        .await
+        .map(Some)
+    }
+
+    async fn replay_transaction(
+        &self,
+        hash: B256,
+        trace_types: HashSet<TraceType>,
+    ) -> Result<TraceResults, RpcError> {
+        let (block, index) = replay::locate(&self.ctx, &hash)?
+            .ok_or_else(|| RpcError::ResourceNotFound("transaction not found".into()))?;
+        let mut traced = self
+            .traced(move |ctx, limits, stop_at| {
+                replay::replay_block(ctx, limits, &block, &trace_types, Some(index), stop_at)
+            })
+            .await?;
+        traced
+            .pop()
+            .map(|traced| traced.full_trace)
+            .ok_or_else(|| RpcError::internal("the transaction gave no trace"))
     }
 }
 
 /// The most positional params each method of this module reads; the node refuses more (see
 /// `simnode_api::MethodParams`).
-pub const METHOD_PARAMS: simnode_api::MethodParams = &[("trace_callMany", 2)];
+pub const METHOD_PARAMS: simnode_api::MethodParams = &[
+    ("trace_callMany", 2),
+    ("trace_call", 5),
+    ("trace_replayBlockTransactions", 2),
+    ("trace_replayTransaction", 2),
+];
 
 /// The methods of this module, limits taken from the context.
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
