@@ -341,3 +341,120 @@ fn trace_call_with_overrides() {
     let r = node.call("trace_call", json!([{"from": a, "to": fresh}]));
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
+
+/// trace_block and trace_transaction: each transaction's call tree placed in the chain (the same
+/// tree trace_replayTransaction gives, the root's gas being the receipt's), and before the merge
+/// the block reward, which with the tips is what the miner's balance gained over the block.
+#[test]
+fn block_traces_place_calls_and_pay_rewards() {
+    let node = Node::execution_apis(&["--rpc.rate-limit", "100000", "--rpc.rate-burst", "100000"]);
+    let ether: u128 = 1_000_000_000_000_000_000;
+    let mut rewarded = 0;
+    for number in 1..=54u64 {
+        let tag = format!("{number:#x}");
+        let block = node.result("eth_getBlockByNumber", json!([tag, false]));
+        let traces = node.result("trace_block", json!([tag]));
+        let traces = traces.as_array().expect("a list");
+        let hashes = block["transactions"].as_array().expect("hashes");
+        let mut expected = Vec::new();
+        let mut tips = 0u128;
+        for (position, hash) in hashes.iter().enumerate() {
+            let of_tx = node.result("trace_transaction", json!([hash]));
+            let replayed = node.result("trace_replayTransaction", json!([hash, ["trace"]]));
+            let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
+            let of_tx = of_tx.as_array().expect("a list");
+            assert_eq!(
+                of_tx.len(),
+                replayed["trace"].as_array().expect("trace").len()
+            );
+            for (placed, plain) in of_tx.iter().zip(replayed["trace"].as_array().unwrap()) {
+                assert_eq!(placed["transactionHash"], *hash);
+                assert_eq!(placed["transactionPosition"], position);
+                assert_eq!(placed["blockNumber"], number);
+                assert_eq!(placed["blockHash"], block["hash"]);
+                let mut placed = placed.clone();
+                let mut plain = plain.clone();
+                for key in [
+                    "transactionHash",
+                    "transactionPosition",
+                    "blockNumber",
+                    "blockHash",
+                ] {
+                    placed.as_object_mut().unwrap().remove(key);
+                }
+                if placed["traceAddress"] == json!([]) && placed["result"].is_object() {
+                    assert_eq!(placed["result"]["gasUsed"], receipt["gasUsed"], "{hash}");
+                    plain["result"]["gasUsed"] = receipt["gasUsed"].clone();
+                }
+                assert_eq!(placed, plain, "{hash}");
+            }
+            expected.extend(of_tx.iter().cloned());
+            let price = hex_u128(&receipt["effectiveGasPrice"]);
+            let base_fee = block.get("baseFeePerGas").map_or(0, hex_u128);
+            tips += hex_u128(&receipt["gasUsed"]) * (price - base_fee);
+        }
+        let rewards: Vec<&Value> = traces.iter().filter(|t| t["type"] == "reward").collect();
+        let miner = block["miner"].as_str().expect("miner");
+        if block["difficulty"] != "0x0" {
+            let base = match number {
+                0..=8 => 5 * ether,
+                9..=11 => 3 * ether,
+                _ => 2 * ether,
+            };
+            let uncles = block["uncles"].as_array().expect("uncles").len();
+            assert_eq!(rewards.len(), 1 + uncles, "block {number}");
+            assert_eq!(rewards[0]["action"]["author"], miner);
+            assert_eq!(rewards[0]["action"]["rewardType"], "block");
+            assert_eq!(
+                hex_u128(&rewards[0]["action"]["value"]),
+                base + base / 32 * uncles as u128,
+                "block {number}"
+            );
+            for uncle in &rewards[1..] {
+                assert_eq!(uncle["action"]["rewardType"], "uncle");
+                // (8 + uncle number - block number) / 8 of the base, the uncle 1 to 6 back.
+                let value = hex_u128(&uncle["action"]["value"]);
+                assert!(
+                    (1..=7).any(|eighths| value == base * eighths / 8),
+                    "block {number}: {uncle}"
+                );
+            }
+            for reward in &rewards {
+                assert_eq!(reward["transactionHash"], Value::Null);
+                assert_eq!(reward["blockNumber"], number);
+            }
+            // What the miner's balance gained over the block: its rewards and the tips.
+            let to_miner: u128 = rewards
+                .iter()
+                .filter(|r| r["action"]["author"] == miner)
+                .map(|r| hex_u128(&r["action"]["value"]))
+                .sum();
+            let balance = |n: u64| {
+                hex_u128(&node.result("eth_getBalance", json!([miner, format!("{n:#x}")])))
+            };
+            assert_eq!(
+                balance(number) - balance(number - 1),
+                to_miner + tips,
+                "block {number}"
+            );
+            expected.extend(rewards.iter().map(|r| (*r).clone()));
+            rewarded += 1;
+        } else {
+            assert!(
+                rewards.is_empty(),
+                "block {number}: no reward after the merge"
+            );
+        }
+        assert_eq!(traces, &expected, "block {number}");
+    }
+    assert!(
+        rewarded >= 30,
+        "the chain's proof-of-work blocks: {rewarded}"
+    );
+    assert_eq!(node.result("trace_block", json!(["0xffff"])), Value::Null);
+    let unknown = format!("0x{}", "ab".repeat(32));
+    assert_eq!(
+        node.result("trace_transaction", json!([unknown])),
+        Value::Null
+    );
+}

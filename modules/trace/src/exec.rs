@@ -192,7 +192,7 @@ impl Run<'_> {
                 bytes: self.trace_bytes,
                 max_bytes: self.limits.max_trace_bytes,
             };
-            let run = run_traced(&mut self.db, env, tx, &trace_types, &mut budget);
+            let run = run_trace_types(&mut self.db, env, tx, &trace_types, &mut budget);
             self.trace_bytes = budget.bytes;
             let (traced, res) = run.map_err(|stopped| match stopped {
                 Stopped::Deadline => timeout(self.limits),
@@ -305,27 +305,25 @@ pub(crate) enum Stopped {
     Evm(EVMError<StateError>),
 }
 
-/// Runs `tx` on `db` under a tracer for `trace_types` and builds its traces against `db`, the
-/// state before it (with no trace types, only the output is reported). The state changes are returned, not committed; the bytes the
-/// trace recorded are added to `budget`.
+/// Runs `tx` on `db` under a tracer set up by `config` (`vm_steps`: it records every opcode).
+/// The state changes are returned, not committed, beside the tracer to build traces from; the
+/// bytes the trace recorded are added to `budget`.
 pub(crate) fn run_traced(
     db: &mut Db,
     env: EvmEnv,
     tx: TxEnv,
-    trace_types: &HashSet<TraceType>,
+    config: TracingInspectorConfig,
     budget: &mut Budget,
-) -> Result<(TraceResults, ResultAndState), Stopped> {
-    let vm_trace = trace_types.contains(&TraceType::VmTrace);
+) -> Result<(TracingInspector, ResultAndState), Stopped> {
     let mut guard = Guard::new(budget.deadline, budget.bytes, budget.max_bytes)
-        .counting(if vm_trace { STEP_BYTES } else { 0 }, NODE_BYTES);
+        .counting(if config.record_steps { STEP_BYTES } else { 0 }, NODE_BYTES);
     // The tracer's own budget counts the byte buffers it copies; the guard the rest.
     let left = budget.max_bytes.saturating_sub(budget.bytes);
-    let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(trace_types))
-        .with_limits(
-            RecordLimits::default()
-                .set_max_recorded_bytes(Some(left))
-                .set_behavior(TraceLimitBehavior::Halt),
-        );
+    let mut tracer = TracingInspector::new(config).with_limits(
+        RecordLimits::default()
+            .set_max_recorded_bytes(Some(left))
+            .set_behavior(TraceLimitBehavior::Halt),
+    );
     let res = transact(db, env, tx, (&mut tracer, &mut guard));
     let res = match (res, guard.abort, tracer.limit_exceeded()) {
         (Ok(res), ..) => res,
@@ -339,6 +337,20 @@ pub(crate) fn run_traced(
     if budget.bytes > budget.max_bytes {
         return Err(Stopped::TooLarge);
     }
+    Ok((tracer, res))
+}
+
+/// [`run_traced`] for `trace_types`, with the traces built against `db`, the state before the
+/// transaction (with no trace types, only the output is reported).
+pub(crate) fn run_trace_types(
+    db: &mut Db,
+    env: EvmEnv,
+    tx: TxEnv,
+    trace_types: &HashSet<TraceType>,
+    budget: &mut Budget,
+) -> Result<(TraceResults, ResultAndState), Stopped> {
+    let config = TracingInspectorConfig::from_parity_config(trace_types);
+    let (tracer, res) = run_traced(db, env, tx, config, budget)?;
     let traced = tracer
         .into_parity_builder()
         .into_trace_results_with_state(&res, trace_types, &*db)

@@ -8,6 +8,9 @@
 //! - `trace_replayBlockTransactions [block, traceTypes]` and `trace_replayTransaction [hash,
 //!   traceTypes]`: mined transactions run again as they ran in their block ([`replay`]); an
 //!   unknown block is `null`, an unknown transaction -32001.
+//! - `trace_block [block]` and `trace_transaction [hash]`: the call trees of mined transactions,
+//!   each trace placed in the chain (block, transaction hash and position), and a block's
+//!   rewards before the merge; `null` for what is not there.
 //!
 //! Each result holds the transaction's `output` and, as asked by its trace types, the call tree
 //! (`trace`), the account changes against the state before it (`stateDiff`) and the executed
@@ -33,7 +36,9 @@ use alloy::{
     primitives::{map::HashSet, B256},
     rpc::types::{
         state::StateOverride,
-        trace::parity::{TraceResults, TraceResultsWithTransactionHash, TraceType},
+        trace::parity::{
+            LocalizedTransactionTrace, TraceResults, TraceResultsWithTransactionHash, TraceType,
+        },
         BlockOverrides, TransactionRequest,
     },
 };
@@ -116,6 +121,21 @@ pub trait TraceApi {
         hash: B256,
         trace_types: HashSet<TraceType>,
     ) -> Result<TraceResults, RpcError>;
+
+    /// The call trees of a mined block's transactions (and its rewards before the merge);
+    /// `null` for an unknown block.
+    #[method(name = "block")]
+    async fn block(
+        &self,
+        block: BlockParam,
+    ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError>;
+
+    /// The call tree of one mined transaction; `null` when it is not mined.
+    #[method(name = "transaction")]
+    async fn transaction(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError>;
 }
 
 /// The `trace` namespace: the module context, its limits and the tracing slots.
@@ -224,7 +244,7 @@ impl TraceApiServer for Trace {
             return Ok(None);
         };
         self.traced(move |ctx, limits, stop_at| {
-            replay::replay_block(ctx, limits, &block, &trace_types, None, stop_at)
+            replay::trace_types(ctx, limits, &block, &trace_types, None, stop_at)
         })
         .await
         .map(Some)
@@ -239,13 +259,44 @@ impl TraceApiServer for Trace {
             .ok_or_else(|| RpcError::ResourceNotFound("transaction not found".into()))?;
         let mut traced = self
             .traced(move |ctx, limits, stop_at| {
-                replay::replay_block(ctx, limits, &block, &trace_types, Some(index), stop_at)
+                replay::trace_types(ctx, limits, &block, &trace_types, Some(index), stop_at)
             })
             .await?;
         traced
             .pop()
             .map(|traced| traced.full_trace)
             .ok_or_else(|| RpcError::internal("the transaction gave no trace"))
+    }
+
+    async fn block(
+        &self,
+        block: BlockParam,
+    ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError> {
+        let Some(number) = self.ctx.chain.resolve(&block)? else {
+            return Ok(None);
+        };
+        let Some(block) = self.ctx.chain.block(number)? else {
+            return Ok(None);
+        };
+        self.traced(move |ctx, limits, stop_at| {
+            replay::localized(ctx, limits, &block, None, stop_at)
+        })
+        .await
+        .map(Some)
+    }
+
+    async fn transaction(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError> {
+        let Some((block, index)) = replay::locate(&self.ctx, &hash)? else {
+            return Ok(None);
+        };
+        self.traced(move |ctx, limits, stop_at| {
+            replay::localized(ctx, limits, &block, Some(index), stop_at)
+        })
+        .await
+        .map(Some)
     }
 }
 
@@ -256,6 +307,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("trace_call", 5),
     ("trace_replayBlockTransactions", 2),
     ("trace_replayTransaction", 2),
+    ("trace_block", 1),
+    ("trace_transaction", 1),
 ];
 
 /// The methods of this module, limits taken from the context.
