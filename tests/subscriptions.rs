@@ -223,7 +223,7 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
     // Bad kinds and params are -32602; over HTTP there is nothing to push to.
     for params in [
         json!(["blocks"]),
-        json!(["syncing"]),
+        json!(["syncing", {"x": 1}]),
         json!(["newHeads", {"x": 1}]),
         json!(["logs", {"fromBlock": "0x0"}]),
         json!(["logs", {"address": "0x12"}]),

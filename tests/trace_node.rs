@@ -9,7 +9,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{Fixture, Node};
+use support::{Fixture, Node, TempDir};
 
 const CHECKED_IN_PROCESS: &[&str] = &[
     "create-and-call-all-types.io",
@@ -185,11 +185,66 @@ fn changed(entry: &Value) -> Option<(u128, u128)> {
 /// it, and the stateDiff charges the sender and pays the coinbase what the receipt says.
 #[test]
 fn replays_of_mined_transactions_match_their_receipts() {
-    // Five requests per transaction: past the default 100 per second.
-    let node = Node::execution_apis(&["--rpc.rate-limit", "100000", "--rpc.rate-burst", "100000"]);
+    let node = Node::execution_apis(UNLIMITED);
+    let checked = check_replays(&node);
+    assert!(checked > 20, "only {checked} transactions in the chain");
+
+    // What is not there.
+    let types = json!(["trace", "stateDiff"]);
+    assert_eq!(
+        node.result("trace_replayBlockTransactions", json!(["0xffff", types])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("trace_replayBlockTransactions", json!(["0x0", types])),
+        json!([])
+    );
+    let unknown = format!("0x{}", "ab".repeat(32));
+    let r = node.call("trace_replayTransaction", json!([unknown, types]));
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+}
+
+/// The same, and trace_block's checks, on the project's own test chain (`testdata/devchain.rlp`), which has what the
+/// execution-apis chain lacks: nested calls, reverts and out-of-gas inside a block, blob and
+/// EIP-7702 transactions.
+#[test]
+fn replays_of_the_testdata_chain_match_their_receipts() {
+    let datadir = TempDir::new("trace-devchain");
+    let out = std::process::Command::new(support::simnode_bin())
+        .args(["import", "--chain", "dev", "--datadir"])
+        .arg(datadir.path())
+        .arg(support::repo_root().join("testdata/devchain.rlp"))
+        .output()
+        .expect("run simnode import");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let node = Node::start(datadir, std::path::Path::new("dev"), UNLIMITED);
+    let checked = check_replays(&node);
+    assert!(checked > 80, "only {checked} transactions in the chain");
+    assert_eq!(check_block_traces(&node), 0, "no rewards after the merge");
+    let nested = (1..=8u64).any(|n| {
+        let traces = node.result("trace_block", json!([format!("{n:#x}")]));
+        traces
+            .as_array()
+            .expect("a list")
+            .iter()
+            .any(|t| t["traceAddress"].as_array().is_some_and(|a| !a.is_empty()))
+    });
+    assert!(nested, "the chain has nested calls");
+}
+
+/// Several requests per transaction: past the default 100 per second.
+const UNLIMITED: &[&str] = &["--rpc.rate-limit", "100000", "--rpc.rate-burst", "100000"];
+
+/// Checks every mined transaction of the node's chain (see the tests above); returns how many.
+fn check_replays(node: &Node) -> usize {
     let types = json!(["trace", "stateDiff"]);
     let mut checked = 0;
-    for number in 1..=54u64 {
+    let head = node.result("eth_blockNumber", json!([]));
+    for number in 1..=hex_u128(&head) as u64 {
         let tag = format!("{number:#x}");
         let block = node.result("eth_getBlockByNumber", json!([tag, false]));
         let replayed = node.result("trace_replayBlockTransactions", json!([tag, types]));
@@ -251,7 +306,12 @@ fn replays_of_mined_transactions_match_their_receipts() {
                 );
             }
             let nonce = changed(&diff[from]["nonce"]).expect("the sender's nonce moves");
-            assert_eq!(nonce.1, nonce.0 + 1, "{hash}");
+            if tx["type"] == "0x4" {
+                // A sender may also sign one of its authorizations.
+                assert!(nonce.1 > nonce.0, "{hash}");
+            } else {
+                assert_eq!(nonce.1, nonce.0 + 1, "{hash}");
+            }
             // The coinbase earns the tip on every unit of gas.
             if let Some(base_fee) = base_fee {
                 let tip = gas_used * (price - base_fee);
@@ -267,20 +327,7 @@ fn replays_of_mined_transactions_match_their_receipts() {
             checked += 1;
         }
     }
-    assert!(checked > 20, "only {checked} transactions in the chain");
-
-    // What is not there.
-    assert_eq!(
-        node.result("trace_replayBlockTransactions", json!(["0xffff", types])),
-        Value::Null
-    );
-    assert_eq!(
-        node.result("trace_replayBlockTransactions", json!(["0x0", types])),
-        json!([])
-    );
-    let unknown = format!("0x{}", "ab".repeat(32));
-    let r = node.call("trace_replayTransaction", json!([unknown, types]));
-    assert_eq!(r["error"]["code"], -32001, "{r}");
+    checked
 }
 
 /// trace_call is trace_callMany's single call, with state and block overrides on top.
@@ -347,10 +394,32 @@ fn trace_call_with_overrides() {
 /// the block reward, which with the tips is what the miner's balance gained over the block.
 #[test]
 fn block_traces_place_calls_and_pay_rewards() {
-    let node = Node::execution_apis(&["--rpc.rate-limit", "100000", "--rpc.rate-burst", "100000"]);
+    let node = Node::execution_apis(UNLIMITED);
+    let rewarded = check_block_traces(&node);
+    assert!(
+        rewarded >= 30,
+        "the chain's proof-of-work blocks: {rewarded}"
+    );
+    assert_eq!(
+        node.result("trace_block", json!(["0x0"])),
+        json!([]),
+        "genesis pays nothing"
+    );
+    assert_eq!(node.result("trace_block", json!(["0xffff"])), Value::Null);
+    let unknown = format!("0x{}", "ab".repeat(32));
+    assert_eq!(
+        node.result("trace_transaction", json!([unknown])),
+        Value::Null
+    );
+}
+
+/// Checks trace_block and trace_transaction on every block of the node's chain (see above);
+/// returns how many blocks paid a reward.
+fn check_block_traces(node: &Node) -> usize {
     let ether: u128 = 1_000_000_000_000_000_000;
     let mut rewarded = 0;
-    for number in 1..=54u64 {
+    let head = hex_u128(&node.result("eth_blockNumber", json!([]))) as u64;
+    for number in 1..=head {
         let tag = format!("{number:#x}");
         let block = node.result("eth_getBlockByNumber", json!([tag, false]));
         let traces = node.result("trace_block", json!([tag]));
@@ -447,14 +516,81 @@ fn block_traces_place_calls_and_pay_rewards() {
         }
         assert_eq!(traces, &expected, "block {number}");
     }
-    assert!(
-        rewarded >= 30,
-        "the chain's proof-of-work blocks: {rewarded}"
-    );
-    assert_eq!(node.result("trace_block", json!(["0xffff"])), Value::Null);
-    let unknown = format!("0x{}", "ab".repeat(32));
+    rewarded
+}
+
+/// trace_filter is trace_block over a range, filtered by addresses and paged; trace_get picks
+/// one entry of trace_transaction's list.
+#[test]
+fn filter_and_get_select_from_block_traces() {
+    let node = Node::execution_apis(UNLIMITED);
+    let mut all = Vec::new();
+    for number in 1..=54u64 {
+        let traces = node.result("trace_block", json!([format!("{number:#x}")]));
+        all.extend(traces.as_array().expect("a list").iter().cloned());
+    }
+    let filter = |f: Value| node.result("trace_filter", json!([f]));
     assert_eq!(
-        node.result("trace_transaction", json!([unknown])),
-        Value::Null
+        filter(json!({"fromBlock": "0x1", "toBlock": "0x36"})),
+        json!(all)
     );
+    assert_eq!(
+        filter(json!({"fromBlock": "0x1", "toBlock": "0x36", "after": 3, "count": 2})),
+        json!(all[3..5])
+    );
+    // From one sender: its calls and creations, no rewards.
+    let sender = all
+        .iter()
+        .find(|t| t["type"] == "call")
+        .map(|t| t["action"]["from"].clone())
+        .expect("a call in the chain");
+    let from_sender: Vec<&Value> = all
+        .iter()
+        .filter(|t| t["type"] != "reward" && t["action"]["from"] == sender)
+        .collect();
+    assert!(!from_sender.is_empty());
+    assert_eq!(
+        filter(json!({"fromBlock": "0x1", "toBlock": "0x36", "fromAddress": [sender]})),
+        json!(from_sender)
+    );
+    // To a miner: its block rewards (a reward's author is its "to").
+    let miner = all
+        .iter()
+        .find(|t| t["type"] == "reward")
+        .map(|t| t["action"]["author"].clone())
+        .expect("a reward in the chain");
+    let got = filter(json!({"fromBlock": "0x1", "toBlock": "0x36", "toAddress": [miner]}));
+    assert!(
+        got.as_array()
+            .expect("a list")
+            .iter()
+            .filter(|t| t["type"] == "reward")
+            .all(|t| t["action"]["author"] == miner),
+        "{got}"
+    );
+    let code = |f: Value| node.call("trace_filter", json!([f]))["error"]["code"].clone();
+    assert_eq!(code(json!({"fromBlock": "0x5", "toBlock": "0x4"})), -32602);
+    assert_eq!(code(json!({"fromBlock": "0x1", "toBlock": "0x37"})), -32602);
+
+    // trace_get: one entry of trace_transaction's list.
+    let mut got_second = false;
+    for hash in all
+        .iter()
+        .filter_map(|t| t["transactionHash"].as_str())
+        .take(40)
+    {
+        let of_tx = node.result("trace_transaction", json!([hash]));
+        let of_tx = of_tx.as_array().expect("a list");
+        for (i, trace) in of_tx.iter().enumerate() {
+            let index = format!("{i:#x}");
+            assert_eq!(&node.result("trace_get", json!([hash, [index]])), trace);
+        }
+        let past = format!("{:#x}", of_tx.len());
+        assert_eq!(node.result("trace_get", json!([hash, [past]])), Value::Null);
+        assert_eq!(
+            node.result("trace_get", json!([hash, ["0x0", "0x0"]])),
+            Value::Null,
+            "one index only"
+        );
+    }
 }

@@ -297,6 +297,17 @@ pub(crate) struct Budget {
     pub max_bytes: usize,
 }
 
+impl Budget {
+    /// A request's budget: nothing recorded yet.
+    pub fn new(limits: &TraceLimits, deadline: Instant) -> Self {
+        Self {
+            deadline,
+            bytes: 0,
+            max_bytes: limits.max_trace_bytes,
+        }
+    }
+}
+
 /// Why a traced run did not finish.
 pub(crate) enum Stopped {
     Deadline,

@@ -10,7 +10,9 @@
 //!   unknown block is `null`, an unknown transaction -32001.
 //! - `trace_block [block]` and `trace_transaction [hash]`: the call trees of mined transactions,
 //!   each trace placed in the chain (block, transaction hash and position), and a block's
-//!   rewards before the merge; `null` for what is not there.
+//!   rewards before the merge; `null` for what is not there. `trace_get [hash, [index]]`: one
+//!   entry of `trace_transaction`'s list. `trace_filter [filter]`: the traces of up to
+//!   [`MAX_FILTER_BLOCKS`] blocks whose from/to addresses match, paged by `after` and `count`.
 //!
 //! Each result holds the transaction's `output` and, as asked by its trace types, the call tree
 //! (`trace`), the account changes against the state before it (`stateDiff`) and the executed
@@ -33,16 +35,19 @@ use std::{
 };
 
 use alloy::{
-    primitives::{map::HashSet, B256},
+    primitives::{map::HashSet, B256, U64},
     rpc::types::{
         state::StateOverride,
-        trace::parity::{
-            LocalizedTransactionTrace, TraceResults, TraceResultsWithTransactionHash, TraceType,
+        trace::{
+            filter::TraceFilter,
+            parity::{
+                LocalizedTransactionTrace, TraceResults, TraceResultsWithTransactionHash, TraceType,
+            },
         },
         BlockOverrides, TransactionRequest,
     },
 };
-use exec::Overrides;
+use exec::{Budget, Overrides};
 use jsonrpsee::{core::async_trait, proc_macros::rpc};
 use simnode_api::{offload, BlockParam, ModuleContext, RpcError, RpcLimits, RpcResult};
 use tokio::sync::Semaphore;
@@ -136,7 +141,25 @@ pub trait TraceApi {
         &self,
         hash: B256,
     ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError>;
+
+    /// The traces of a block range (at most [`MAX_FILTER_BLOCKS`] blocks) whose addresses match
+    /// the filter, after `after` of them, at most `count`.
+    #[method(name = "filter")]
+    async fn filter(&self, filter: TraceFilter)
+        -> Result<Vec<LocalizedTransactionTrace>, RpcError>;
+
+    /// One trace of a mined transaction, by its place in `trace_transaction`'s list (one
+    /// index, as OpenEthereum and reth take it); `null` when there is none.
+    #[method(name = "get")]
+    async fn get(
+        &self,
+        hash: B256,
+        indices: Vec<U64>,
+    ) -> Result<Option<LocalizedTransactionTrace>, RpcError>;
 }
+
+/// Most blocks one `trace_filter` request replays (reth's default).
+pub const MAX_FILTER_BLOCKS: u64 = 100;
 
 /// The `trace` namespace: the module context, its limits and the tracing slots.
 #[derive(Debug, Clone)]
@@ -244,7 +267,8 @@ impl TraceApiServer for Trace {
             return Ok(None);
         };
         self.traced(move |ctx, limits, stop_at| {
-            replay::trace_types(ctx, limits, &block, &trace_types, None, stop_at)
+            let mut budget = Budget::new(limits, stop_at);
+            replay::trace_types(ctx, limits, &block, &trace_types, None, &mut budget)
         })
         .await
         .map(Some)
@@ -259,7 +283,8 @@ impl TraceApiServer for Trace {
             .ok_or_else(|| RpcError::ResourceNotFound("transaction not found".into()))?;
         let mut traced = self
             .traced(move |ctx, limits, stop_at| {
-                replay::trace_types(ctx, limits, &block, &trace_types, Some(index), stop_at)
+                let mut budget = Budget::new(limits, stop_at);
+                replay::trace_types(ctx, limits, &block, &trace_types, Some(index), &mut budget)
             })
             .await?;
         traced
@@ -279,7 +304,7 @@ impl TraceApiServer for Trace {
             return Ok(None);
         };
         self.traced(move |ctx, limits, stop_at| {
-            replay::localized(ctx, limits, &block, None, stop_at)
+            replay::localized(ctx, limits, &block, None, &mut Budget::new(limits, stop_at))
         })
         .await
         .map(Some)
@@ -293,10 +318,78 @@ impl TraceApiServer for Trace {
             return Ok(None);
         };
         self.traced(move |ctx, limits, stop_at| {
-            replay::localized(ctx, limits, &block, Some(index), stop_at)
+            replay::localized(
+                ctx,
+                limits,
+                &block,
+                Some(index),
+                &mut Budget::new(limits, stop_at),
+            )
         })
         .await
         .map(Some)
+    }
+
+    async fn filter(
+        &self,
+        filter: TraceFilter,
+    ) -> Result<Vec<LocalizedTransactionTrace>, RpcError> {
+        let head = self.ctx.chain.head().latest;
+        let from = filter.from_block.unwrap_or(0);
+        let to = filter.to_block.unwrap_or(head);
+        if from > to {
+            return Err(RpcError::invalid_params(format!(
+                "fromBlock {from} is after toBlock {to}"
+            )));
+        }
+        if to > head {
+            return Err(RpcError::invalid_params(format!(
+                "toBlock {to} is past the head, block {head}"
+            )));
+        }
+        if to - from >= MAX_FILTER_BLOCKS {
+            return Err(RpcError::invalid_params(format!(
+                "block range too large: {} blocks, at most {MAX_FILTER_BLOCKS}",
+                to - from + 1
+            )));
+        }
+        let after = usize::try_from(filter.after.unwrap_or(0)).unwrap_or(usize::MAX);
+        let count = filter
+            .count
+            .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        self.traced(move |ctx, limits, stop_at| {
+            let matcher = filter.matcher();
+            let mut budget = Budget::new(limits, stop_at);
+            let mut matching = Vec::new();
+            for number in from..=to {
+                let block = ctx
+                    .chain
+                    .block(number)?
+                    .ok_or_else(|| RpcError::internal(format!("block {number} missing")))?;
+                let traces = replay::localized(ctx, limits, &block, None, &mut budget)?;
+                matching.extend(traces.into_iter().filter(|t| matcher.matches(&t.trace)));
+            }
+            Ok(matching.into_iter().skip(after).take(count).collect())
+        })
+        .await
+    }
+
+    async fn get(
+        &self,
+        hash: B256,
+        indices: Vec<U64>,
+    ) -> Result<Option<LocalizedTransactionTrace>, RpcError> {
+        // OpenEthereum took exactly one index; more (or none) find nothing, as in reth.
+        let [index] = indices[..] else {
+            return Ok(None);
+        };
+        let Ok(index) = usize::try_from(index) else {
+            return Ok(None);
+        };
+        Ok(self
+            .transaction(hash)
+            .await?
+            .and_then(|traces| traces.into_iter().nth(index)))
     }
 }
 
@@ -309,6 +402,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("trace_replayTransaction", 2),
     ("trace_block", 1),
     ("trace_transaction", 1),
+    ("trace_get", 2),
+    ("trace_filter", 1),
 ];
 
 /// The methods of this module, limits taken from the context.

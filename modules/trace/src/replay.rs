@@ -32,13 +32,13 @@ use crate::{
 };
 
 /// Runs the transactions of `block` in `range` (those before it untraced, those after it not
-/// at all), each through `trace`, within one deadline and one trace-byte budget.
+/// at all), each through `trace`, within the request's deadline and trace-byte budget.
 fn replay<T>(
     ctx: &ModuleContext,
     limits: &TraceLimits,
     block: &StoredBlock,
     range: Range<usize>,
-    deadline: Instant,
+    budget: &mut Budget,
     mut trace: impl FnMut(
         &mut ReplayDb,
         EvmEnv,
@@ -51,13 +51,9 @@ fn replay<T>(
         // The genesis block (and any block without transactions) has nothing to trace.
         return Ok(Vec::new());
     }
+    let deadline = budget.deadline;
     let mut db = replay::state_before_tx(ctx, block, range.start, deadline, || timeout(limits))?;
     let env = ctx.spec.evm_env(&block.header);
-    let mut budget = Budget {
-        deadline,
-        bytes: 0,
-        max_bytes: limits.max_trace_bytes,
-    };
     let mut results = Vec::with_capacity(range.len());
     let end = range.end;
     for (index, tx) in replay::tx_envs(block)
@@ -68,13 +64,12 @@ fn replay<T>(
         if Instant::now() >= deadline {
             return Err(timeout(limits));
         }
-        let (traced, res) = trace(&mut db, env.clone(), tx, index, &mut budget).map_err(
-            |stopped| match stopped {
+        let (traced, res) =
+            trace(&mut db, env.clone(), tx, index, budget).map_err(|stopped| match stopped {
                 Stopped::Deadline => timeout(limits),
                 Stopped::TooLarge => too_large(limits),
                 Stopped::Evm(err) => replay::failed_tx(err, index),
-            },
-        )?;
+            })?;
         results.push(traced);
         if index + 1 < end {
             db.commit(res.state);
@@ -98,14 +93,14 @@ pub(crate) fn trace_types(
     block: &StoredBlock,
     trace_types: &HashSet<TraceType>,
     only: Option<usize>,
-    deadline: Instant,
+    budget: &mut Budget,
 ) -> RpcResult<Vec<TraceResultsWithTransactionHash>> {
     replay(
         ctx,
         limits,
         block,
         range(block, only),
-        deadline,
+        budget,
         |db, env, tx, index, budget| {
             let (full_trace, res) = run_trace_types(db, env, tx, trace_types, budget)?;
             let transaction_hash = *block.body.transactions[index].tx_hash();
@@ -128,7 +123,7 @@ pub(crate) fn localized(
     limits: &TraceLimits,
     block: &StoredBlock,
     only: Option<usize>,
-    deadline: Instant,
+    budget: &mut Budget,
 ) -> RpcResult<Vec<LocalizedTransactionTrace>> {
     let block_hash = block.hash();
     let base_fee = block.header.base_fee_per_gas;
@@ -137,7 +132,7 @@ pub(crate) fn localized(
         limits,
         block,
         range(block, only),
-        deadline,
+        budget,
         |db, env, tx, index, budget| {
             let (tracer, res) = run_traced(
                 db,
@@ -173,7 +168,8 @@ pub(crate) fn localized(
 /// number) / 8 of it). The amounts are those the block's execution paid (alloy-evm's).
 fn reward_traces(ctx: &ModuleContext, block: &StoredBlock) -> Vec<LocalizedTransactionTrace> {
     let number = block.number();
-    let Some(base) = calc::base_block_reward(&*ctx.spec, number) else {
+    // The genesis block pays no reward: nothing executed it.
+    let Some(base) = calc::base_block_reward(&*ctx.spec, number).filter(|_| number > 0) else {
         return Vec::new();
     };
     let reward = |author, reward_type, value: u128| LocalizedTransactionTrace {
