@@ -225,6 +225,10 @@ fn replays_of_the_testdata_chain_match_their_receipts() {
     let checked = check_replays(&node);
     assert!(checked > 80, "only {checked} transactions in the chain");
     assert_eq!(check_block_traces(&node), 0, "no rewards after the merge");
+    assert!(
+        check_trace_get(&node) > 1,
+        "a transaction with nested calls"
+    );
     let nested = (1..=8u64).any(|n| {
         let traces = node.result("trace_block", json!([format!("{n:#x}")]));
         traces
@@ -572,25 +576,35 @@ fn filter_and_get_select_from_block_traces() {
     assert_eq!(code(json!({"fromBlock": "0x5", "toBlock": "0x4"})), -32602);
     assert_eq!(code(json!({"fromBlock": "0x1", "toBlock": "0x37"})), -32602);
 
-    // trace_get: one entry of trace_transaction's list.
-    let mut got_second = false;
-    for hash in all
-        .iter()
-        .filter_map(|t| t["transactionHash"].as_str())
-        .take(40)
-    {
-        let of_tx = node.result("trace_transaction", json!([hash]));
-        let of_tx = of_tx.as_array().expect("a list");
-        for (i, trace) in of_tx.iter().enumerate() {
-            let index = format!("{i:#x}");
-            assert_eq!(&node.result("trace_get", json!([hash, [index]])), trace);
-        }
-        let past = format!("{:#x}", of_tx.len());
-        assert_eq!(node.result("trace_get", json!([hash, [past]])), Value::Null);
-        assert_eq!(
-            node.result("trace_get", json!([hash, ["0x0", "0x0"]])),
-            Value::Null,
-            "one index only"
+    check_trace_get(&node);
+}
+
+/// trace_get gives each entry of trace_transaction's list by its index, and nothing past the
+/// list or for more than one index; returns the most traces one transaction had.
+fn check_trace_get(node: &Node) -> usize {
+    let head = hex_u128(&node.result("eth_blockNumber", json!([]))) as u64;
+    let mut most = 0;
+    for number in 1..=head {
+        let block = node.result(
+            "eth_getBlockByNumber",
+            json!([format!("{number:#x}"), false]),
         );
+        for hash in block["transactions"].as_array().expect("hashes") {
+            let of_tx = node.result("trace_transaction", json!([hash]));
+            let of_tx = of_tx.as_array().expect("a list");
+            for (i, trace) in of_tx.iter().enumerate() {
+                let index = format!("{i:#x}");
+                assert_eq!(&node.result("trace_get", json!([hash, [index]])), trace);
+            }
+            let past = format!("{:#x}", of_tx.len());
+            assert_eq!(node.result("trace_get", json!([hash, [past]])), Value::Null);
+            assert_eq!(
+                node.result("trace_get", json!([hash, ["0x0", "0x0"]])),
+                Value::Null,
+                "one index only"
+            );
+            most = most.max(of_tx.len());
+        }
     }
+    most
 }
