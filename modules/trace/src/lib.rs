@@ -49,7 +49,9 @@ use alloy::{
 };
 use exec::{Budget, Overrides};
 use jsonrpsee::{core::async_trait, proc_macros::rpc};
-use simnode_api::{offload, BlockParam, ModuleContext, RpcError, RpcLimits, RpcResult};
+use simnode_api::{
+    offload, BlockParam, ModuleContext, RpcError, RpcLimits, RpcResult, StoredBlock,
+};
 use tokio::sync::Semaphore;
 
 pub use params::TraceCall;
@@ -183,6 +185,14 @@ impl Trace {
         exec::timeout(&self.limits)
     }
 
+    /// The canonical block `block` names, if there is one.
+    fn stored_block(&self, block: &BlockParam) -> RpcResult<Option<Arc<StoredBlock>>> {
+        match self.ctx.chain.resolve(block)? {
+            Some(number) => self.ctx.chain.block(number),
+            None => Ok(None),
+        }
+    }
+
     /// Runs `work` (blocking, without side effects) within the request's deadline once a
     /// tracing slot is free: on the RPC thread up to the inline budget, then again from the
     /// start on the blocking pool.
@@ -260,10 +270,7 @@ impl TraceApiServer for Trace {
         block: BlockParam,
         trace_types: HashSet<TraceType>,
     ) -> Result<Option<Vec<TraceResultsWithTransactionHash>>, RpcError> {
-        let Some(number) = self.ctx.chain.resolve(&block)? else {
-            return Ok(None);
-        };
-        let Some(block) = self.ctx.chain.block(number)? else {
+        let Some(block) = self.stored_block(&block)? else {
             return Ok(None);
         };
         self.traced(move |ctx, limits, stop_at| {
@@ -297,14 +304,12 @@ impl TraceApiServer for Trace {
         &self,
         block: BlockParam,
     ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError> {
-        let Some(number) = self.ctx.chain.resolve(&block)? else {
-            return Ok(None);
-        };
-        let Some(block) = self.ctx.chain.block(number)? else {
+        let Some(block) = self.stored_block(&block)? else {
             return Ok(None);
         };
         self.traced(move |ctx, limits, stop_at| {
-            replay::localized(ctx, limits, &block, None, &mut Budget::new(limits, stop_at))
+            let mut budget = Budget::new(limits, stop_at);
+            replay::localized(ctx, limits, &block, None, &mut budget)
         })
         .await
         .map(Some)
