@@ -608,3 +608,59 @@ fn check_trace_get(node: &Node) -> usize {
     }
     most
 }
+
+/// trace_rawTransaction runs a signed transaction on a block's state as that block would: the
+/// first transaction of each block, sent raw on its parent, traces as its replay does; after it
+/// is mined its nonce is spent.
+#[test]
+fn raw_transactions_trace_like_their_replays() {
+    let node = Node::execution_apis(UNLIMITED);
+    let mut checked = 0;
+    for number in 1..=54u64 {
+        let block = node.result(
+            "eth_getBlockByNumber",
+            json!([format!("{number:#x}"), false]),
+        );
+        let Some(hash) = block["transactions"].get(0) else {
+            continue;
+        };
+        let raw = node.result("eth_getRawTransactionByHash", json!([hash]));
+        let parent = format!("{:#x}", number - 1);
+        let traced = node.call("trace_rawTransaction", json!([raw, ["trace"], parent]));
+        if let Some(error) = traced.get("error") {
+            // The parent's environment refuses what the block took: a type from the block's
+            // fork, or a fee cap under the parent's (higher) base fee.
+            assert!(
+                error["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("not supported") || m.contains("base fee")),
+                "{hash}: {error}"
+            );
+            continue;
+        }
+        let traced = &traced["result"];
+        let replayed = node.result("trace_replayTransaction", json!([hash, ["trace"]]));
+        assert_eq!(
+            traced["trace"][0]["action"], replayed["trace"][0]["action"],
+            "{hash}"
+        );
+        assert_eq!(
+            traced["trace"][0].get("error"),
+            replayed["trace"][0].get("error"),
+            "{hash}"
+        );
+        let tx = node.result("eth_getTransactionByHash", json!([hash]));
+        if tx["input"] == "0x" {
+            assert_eq!(traced, &replayed, "{hash}: a transfer traces the same");
+        }
+        let spent = node.call(
+            "trace_rawTransaction",
+            json!([raw, ["trace"], format!("{number:#x}")]),
+        );
+        assert_eq!(spent["error"]["code"], -32000, "nonce too low: {spent}");
+        checked += 1;
+    }
+    assert!(checked > 20, "{checked}");
+    let bad = node.call("trace_rawTransaction", json!(["0x02f0", ["trace"]]));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}

@@ -23,6 +23,10 @@
 use std::time::Instant;
 
 use alloy::{
+    consensus::{transaction::SignerRecoverable, TxEnvelope},
+    eips::Decodable2718,
+};
+use alloy::{
     primitives::{map::HashSet, Address, U256},
     rpc::types::{
         state::StateOverride,
@@ -34,7 +38,7 @@ use alloy_evm::{
     eth::EthEvmContext,
     overrides::{apply_block_overrides, apply_state_overrides},
     rpc::TryIntoTxEnv,
-    EthEvmFactory, Evm, EvmEnv, EvmFactory,
+    EthEvmFactory, Evm, EvmEnv, EvmFactory, FromRecoveredTx,
 };
 use revm::{
     context::TxEnv,
@@ -367,6 +371,50 @@ pub(crate) fn run_trace_types(
         .into_trace_results_with_state(&res, trace_types, &*db)
         .map_err(|err| Stopped::Evm(EVMError::Database(err)))?;
     Ok((traced, res))
+}
+
+/// `trace_rawTransaction`: a signed transaction run on the state after `block`, in that block's
+/// own EVM environment with every check on (nonce, fees, balance), as reth runs it. Nothing is
+/// stored.
+pub(crate) fn trace_raw(
+    ctx: &ModuleContext,
+    limits: &TraceLimits,
+    raw: &[u8],
+    trace_types: &HashSet<TraceType>,
+    block: BlockParam,
+    deadline: Instant,
+) -> RpcResult<TraceResults> {
+    let mut buf = raw;
+    let tx = TxEnvelope::decode_2718(&mut buf)
+        .map_err(|e| RpcError::invalid_params(format!("invalid transaction: {e}")))?;
+    if !buf.is_empty() {
+        return Err(RpcError::invalid_params(
+            "invalid transaction: trailing bytes",
+        ));
+    }
+    let sender = tx
+        .recover_signer()
+        .map_err(|_| RpcError::invalid_params("invalid transaction: bad signature"))?;
+    let not_found =
+        || RpcError::ResourceNotFound(format!("block not found: {}", describe_block(&block)));
+    let number = ctx.chain.resolve(&block)?.ok_or_else(not_found)?;
+    let header = ctx.chain.header(number)?.ok_or_else(not_found)?;
+    let mut db = CacheDB::new(StateDb(ctx.chain.state_at(number)?));
+    let mut budget = Budget::new(limits, deadline);
+    let tx_env = TxEnv::from_recovered_tx(&tx, sender);
+    let (traced, _) = run_trace_types(
+        &mut db,
+        ctx.spec.evm_env(&header),
+        tx_env,
+        trace_types,
+        &mut budget,
+    )
+    .map_err(|stopped| match stopped {
+        Stopped::Deadline => timeout(limits),
+        Stopped::TooLarge => too_large(limits),
+        Stopped::Evm(err) => evm_error(err, sender),
+    })?;
+    Ok(traced)
 }
 
 /// Fee fields that cannot make a transaction, with reth's codes: two fee styles at once is a

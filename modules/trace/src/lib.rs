@@ -5,6 +5,8 @@
 //!   state changes of those before it; nothing is stored.
 //! - `trace_call [call, traceTypes, block, stateOverrides, blockOverrides]`: one such call, with
 //!   state and block overrides applied first (reth's parameters).
+//! - `trace_rawTransaction [data, traceTypes, block]`: a signed transaction on the state after
+//!   `block`, in that block's EVM environment with every check on (reth's semantics).
 //! - `trace_replayBlockTransactions [block, traceTypes]` and `trace_replayTransaction [hash,
 //!   traceTypes]`: mined transactions run again as they ran in their block ([`replay`]); an
 //!   unknown block is `null`, an unknown transaction -32001.
@@ -35,7 +37,7 @@ use std::{
 };
 
 use alloy::{
-    primitives::{map::HashSet, B256, U64},
+    primitives::{map::HashSet, Bytes, B256, U64},
     rpc::types::{
         state::StateOverride,
         trace::{
@@ -111,6 +113,15 @@ pub trait TraceApi {
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
         block_overrides: Option<Box<BlockOverrides>>,
+    ) -> Result<TraceResults, RpcError>;
+
+    /// Traces a signed transaction on top of one block's state, as that block would run it.
+    #[method(name = "rawTransaction")]
+    async fn raw_transaction(
+        &self,
+        data: Bytes,
+        trace_types: HashSet<TraceType>,
+        block: Option<BlockParam>,
     ) -> Result<TraceResults, RpcError>;
 
     /// Traces every transaction of a mined block as it ran; `null` for an unknown block.
@@ -265,6 +276,19 @@ impl TraceApiServer for Trace {
             .ok_or_else(|| RpcError::internal("one call gave no result"))
     }
 
+    async fn raw_transaction(
+        &self,
+        data: Bytes,
+        trace_types: HashSet<TraceType>,
+        block: Option<BlockParam>,
+    ) -> Result<TraceResults, RpcError> {
+        let block = block.unwrap_or(BlockParam::LATEST);
+        self.traced(move |ctx, limits, stop_at| {
+            exec::trace_raw(ctx, limits, &data, &trace_types, block, stop_at)
+        })
+        .await
+    }
+
     async fn replay_block_transactions(
         &self,
         block: BlockParam,
@@ -403,6 +427,7 @@ impl TraceApiServer for Trace {
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("trace_callMany", 2),
     ("trace_call", 5),
+    ("trace_rawTransaction", 3),
     ("trace_replayBlockTransactions", 2),
     ("trace_replayTransaction", 2),
     ("trace_block", 1),
