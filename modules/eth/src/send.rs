@@ -3,7 +3,6 @@
 
 use alloy::{
     consensus::{transaction::SignerRecoverable, Transaction as _, TxEnvelope},
-    eips::eip2718::Decodable2718,
     primitives::{B256, U256},
 };
 use revm::DatabaseRef;
@@ -40,14 +39,7 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     if raw.is_empty() {
         return Err(RpcError::invalid_params("empty transaction data"));
     }
-    let mut buf = raw;
-    let tx = TxEnvelope::decode_2718(&mut buf)
-        .map_err(|e| RpcError::invalid_params(format!("invalid transaction: {e}")))?;
-    if !buf.is_empty() {
-        return Err(RpcError::invalid_params(
-            "invalid transaction: trailing bytes",
-        ));
-    }
+    let tx = simnode_api::raw_tx::decode(raw)?;
     let limit = if tx.is_eip4844() {
         BLOB_TX_MAX_SIZE
     } else {

@@ -22,10 +22,7 @@
 
 use std::time::Instant;
 
-use alloy::{
-    consensus::{transaction::SignerRecoverable, TxEnvelope},
-    eips::Decodable2718,
-};
+use alloy::consensus::transaction::SignerRecoverable;
 use alloy::{
     primitives::{map::HashSet, Address, U256},
     rpc::types::{
@@ -384,14 +381,7 @@ pub(crate) fn trace_raw(
     block: BlockParam,
     deadline: Instant,
 ) -> RpcResult<TraceResults> {
-    let mut buf = raw;
-    let tx = TxEnvelope::decode_2718(&mut buf)
-        .map_err(|e| RpcError::invalid_params(format!("invalid transaction: {e}")))?;
-    if !buf.is_empty() {
-        return Err(RpcError::invalid_params(
-            "invalid transaction: trailing bytes",
-        ));
-    }
+    let tx = simnode_api::raw_tx::decode(raw)?;
     let sender = tx
         .recover_signer()
         .map_err(|_| RpcError::invalid_params("invalid transaction: bad signature"))?;
