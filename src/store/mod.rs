@@ -16,7 +16,7 @@ mod view;
 mod witness;
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     path::{Path, PathBuf},
     sync::{Arc, RwLock},
 };
@@ -425,6 +425,9 @@ impl Store {
                 meta.insert(META_FINALIZED, f)?;
             }
         }
+        if let Some(f) = finalized {
+            prune_side_blocks(&tx, f)?;
+        }
         self.commit(tx)?;
         let mut head = self.head.write().unwrap_or_else(|e| e.into_inner());
         if safe.is_some() {
@@ -714,6 +717,65 @@ impl Drop for DeferredSync<'_> {
             tracing::error!(error = %e, "could not sync the database");
         }
     }
+}
+
+/// Drops the side blocks that can no longer become canonical once block `finalized` is final:
+/// a reorg never unwinds below it, so a side branch lives on only if it joins the canonical
+/// chain at `finalized` or above. Without this the side table would grow for as long as the
+/// node follows a chain with reorgs.
+fn prune_side_blocks(tx: &WriteTransaction, finalized: u64) -> Result<(), StoreError> {
+    let mut side = tx.open_table(SIDE_BLOCKS)?;
+    // hash -> (number, parent hash) of every side block.
+    let mut links = HashMap::new();
+    for entry in side.iter()? {
+        let (hash, raw) = entry?;
+        let hash = B256::try_from(hash.value())
+            .map_err(|_| StoreError::Corrupt("side block key".into()))?;
+        let header = Header::decode(&mut raw.value())
+            .map_err(|e| StoreError::Corrupt(format!("side header {hash}: {e}")))?;
+        links.insert(hash, (header.number, header.parent_hash));
+    }
+    if links.is_empty() {
+        return Ok(());
+    }
+    let canonical = tx.open_table(CANONICAL)?;
+    // Whether a branch through `hash` joins the canonical chain at `finalized` or above,
+    // memoized per block so each branch is walked once.
+    let mut alive: HashMap<B256, bool> = HashMap::new();
+    for start in links.keys().copied().collect::<Vec<_>>() {
+        let mut path = Vec::new();
+        let mut cursor = start;
+        let verdict = loop {
+            if let Some(&known) = alive.get(&cursor) {
+                break known;
+            }
+            // The walk starts at a side block and only steps to parents in `links`.
+            let Some(&(number, parent)) = links.get(&cursor) else {
+                break false;
+            };
+            path.push(cursor);
+            if number <= finalized {
+                break false;
+            }
+            if links.contains_key(&parent) {
+                cursor = parent;
+                continue;
+            }
+            let joins = canonical
+                .get(number - 1)?
+                .is_some_and(|h| h.value() == parent.as_slice());
+            break joins;
+        };
+        for hash in path {
+            alive.insert(hash, verdict);
+        }
+    }
+    for (hash, keep) in alive {
+        if !keep {
+            side.remove(hash.as_slice())?;
+        }
+    }
+    Ok(())
 }
 
 fn encode_side(header: &Sealed<Header>, body: &BlockBody<TxEnvelope>) -> Vec<u8> {

@@ -714,9 +714,17 @@ mod reorg_tests {
         let out = fcu(B256::repeat_byte(0x42), B256::ZERO).unwrap();
         assert_eq!(out.payload_status.status, PayloadStatusEnum::Syncing);
 
-        // Finalize A1: a reorg to the B branch would unwind below it and is refused.
+        // Finalize A1: the B branch forks below it, so it can never become canonical and
+        // leaves the side table; a forkchoice naming it is then an unknown head. A rewind
+        // below the finalized block is refused.
         fcu(a1.header.hash(), a1.header.hash()).unwrap();
-        let err = fcu(b2.header.hash(), B256::ZERO).unwrap_err();
+        for blk in [b1.header.hash(), b2.header.hash(), bad.hash()] {
+            assert!(node.side_block(&blk).unwrap().is_none(), "{blk} kept");
+        }
+        let out = fcu(b2.header.hash(), B256::ZERO).unwrap();
+        assert_eq!(out.payload_status.status, PayloadStatusEnum::Syncing);
+        let genesis = node.canonical_hash_raw(0).unwrap().unwrap();
+        let err = fcu(genesis, B256::ZERO).unwrap_err();
         assert_eq!(err.code(), -38002);
         assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
         assert!(matches!(
@@ -750,8 +758,14 @@ mod reorg_tests {
         // Forward again: B2 comes back from the side table, its transaction leaves the pool.
         api.forkchoice_updated(state(b2.header.hash())).unwrap();
         assert_eq!(pool.len(), 0);
-        // Rewound again, B2 re-sent as a payload on the head is executed, not parked.
-        api.forkchoice_updated(state(b1.header.hash())).unwrap();
+        // Rewound again, B2 re-sent as a payload on the head is executed, not parked. B1
+        // final keeps B2: its branch joins the chain at the finalized block.
+        api.forkchoice_updated(ForkchoiceState {
+            finalized_block_hash: b1.header.hash(),
+            ..state(b1.header.hash())
+        })
+        .unwrap();
+        assert_eq!(node.head().finalized, Some(1));
         assert!(node.side_block(&b2.header.hash()).unwrap().is_some());
         let status = api.new_payload(block_of(&b2), b2.header.hash()).unwrap();
         assert_eq!(status.status, PayloadStatusEnum::Valid);
