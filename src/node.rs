@@ -124,6 +124,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         None
     };
     let mut config = RpcConfig::from_args(&args.rpc, Some(&dir), &spec.name, args.metrics);
+    config.health = Some(rpc::health::HealthSource(store.clone()));
     let mut tables = rpc::modules::MODULE_METHOD_PARAMS.to_vec();
     tables.push(crate::sync::testing::METHOD_PARAMS);
     config.max_params = rpc::max_params::MaxParams::from_tables(&tables)?;

@@ -120,6 +120,17 @@ fn post(port: u16, path: &str, content_type: Option<&str>, body: &str) -> (u16, 
     )
 }
 
+/// `METHOD /health?query` without a key: status and body (JSON where it parses).
+fn health(port: u16, method: &str, query: &str) -> (u16, Value) {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (status, text) =
+        http_request(addr, method, &format!("/health{query}"), &[], b"").expect("HTTP request");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
 fn chain_id(port: u16, key: &str) -> (u16, Value) {
     post(
         port,
@@ -272,6 +283,78 @@ fn dev_node_front_door_end_to_end() {
 
 /// A parameter that does not decode is answered -32602 with the argument (and field) named,
 /// for the real methods of the eth module.
+/// `/health` for load balancers: no key, the head it serves, 400 for a query it does not
+/// take, and no quota spent (the key below allows 2 requests and still has them after).
+#[test]
+fn health_needs_no_key_and_reports_the_head() {
+    let datadir = TempDir::new("rpc-health");
+    let port = free_port();
+    let mut node = Running::start(
+        &datadir,
+        port,
+        &["--rpc.rate-limit", "1", "--rpc.rate-burst", "2"],
+    );
+    let key = node.line("API key:");
+    eventually("health", || health(port, "GET", "").0 == 200);
+    for _ in 0..20 {
+        let (status, body) = health(port, "GET", "");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "ok", "{body}");
+        assert_eq!(body["syncing"], false, "{body}");
+    }
+    // The dev genesis is dated 1970 and --dev mines only for transactions: its head is stale
+    // to a balancer that asks for a recent one.
+    let (status, body) = health(port, "GET", "?max_head_age=3600");
+    assert!(
+        body["head"]["ageSeconds"].as_u64().unwrap() > 3600,
+        "{body}"
+    );
+    assert_eq!((status, &body["status"]), (503, &json!("stale")), "{body}");
+    let (_, body) = health(port, "GET", "");
+    let (status, block) = post(
+        port,
+        &format!("/v3/{key}"),
+        Some("application/json"),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}"#,
+    );
+    assert_eq!(status, 200, "{block}");
+    let block = &block["result"];
+    let number = u64::from_str_radix(
+        block["number"].as_str().unwrap().trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    assert_eq!(body["head"]["number"], number, "{body}");
+    assert_eq!(body["head"]["hash"], block["hash"], "{body}");
+    let timestamp = u64::from_str_radix(
+        block["timestamp"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    assert_eq!(body["head"]["timestamp"], timestamp, "{body}");
+    assert!(body["head"]["ageSeconds"].is_u64(), "{body}");
+    assert_eq!(
+        chain_id(port, &key).0,
+        200,
+        "the key's second request is still allowed"
+    );
+
+    let (status, body) = health(port, "HEAD", "");
+    assert_eq!((status, body), (200, Value::String(String::new())));
+    let (status, body) = health(port, "GET", "?max_head_age=soon");
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("max_head_age"),
+        "{body}"
+    );
+    let (status, body) = health(port, "GET", "?verbose=1");
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(health(port, "POST", "").0, 404);
+}
+
 #[test]
 fn invalid_params_name_the_argument() {
     let (_datadir, port, _node, key) = answering("rpc-binary-params");

@@ -534,6 +534,12 @@ async fn syncing_while_the_consensus_client_is_ahead() {
         "the status at once"
     );
     assert_eq!(http(&node, "eth_syncing", json!([])).await, json!(false));
+    let (status, body) = health(&node, "").await;
+    assert_eq!((status, &body["status"]), (200, &json!("ok")), "{body}");
+    assert_eq!(body["head"]["number"], head_number, "{body}");
+    // The chain's blocks are from 1970: a balancer asking for a fresh head is told it is stale.
+    let (status, body) = health(&node, "?max_head_age=60").await;
+    assert_eq!((status, &body["status"]), (503, &json!("stale")), "{body}");
 
     // The consensus client sends a block ten ahead that the node cannot connect.
     let request = orphan_payload(raw.as_str().expect("raw block"), 10).to_string();
@@ -559,10 +565,35 @@ async fn syncing_while_the_consensus_client_is_ahead() {
         http(&node, "eth_syncing", json!([])).await,
         json!({"startingBlock": number, "currentBlock": number, "highestBlock": highest})
     );
+    let (status, body) = health(&node, "").await;
+    assert_eq!(
+        (status, &body["status"]),
+        (503, &json!("syncing")),
+        "{body}"
+    );
+    assert_eq!(
+        body["syncing"],
+        json!({"startingBlock": head_number, "currentBlock": head_number,
+               "highestBlock": head_number + 10}),
+        "{body}"
+    );
 
     // It names the node's own head: in sync again.
     move_head(&node, &head["hash"]).await;
     let notes = ws.notifications(Duration::from_secs(10), first).await;
     assert_eq!(results_of(&notes, &sub), [&json!(false)]);
     assert_eq!(http(&node, "eth_syncing", json!([])).await, json!(false));
+    assert_eq!(health(&node, "").await.0, 200);
+}
+
+/// `GET /health{query}` (no key): status and JSON body.
+async fn health(node: &std::sync::Arc<Node>, query: &str) -> (u16, Value) {
+    let addr = node.http_addr();
+    let path = format!("/health{query}");
+    let (status, text) = tokio::task::spawn_blocking(move || {
+        support::http_request(addr, "GET", &path, &[], b"").expect("GET /health")
+    })
+    .await
+    .expect("health call");
+    (status, serde_json::from_str(&text).expect("a JSON body"))
 }

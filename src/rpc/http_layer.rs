@@ -4,6 +4,7 @@
 //! ([`super::ids`]), and turns a rate-limited answer into HTTP 429.
 //!
 //! jsonrpsee serves every path alike, so this layer is what makes `/v3/<key>` and `/ws/v3/<key>`
+//! (and `/health`, answered here without a key)
 //! the only doors. The key reaches methods as [`ApiKeyId`] in the request extensions; the
 //! [`AuthedKey`] beside it carries the key's limiter to the RPC middleware, which does the
 //! per-call accounting for HTTP and WebSocket alike (only it can see batch items and WS
@@ -28,7 +29,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::{
     backend::KeyBackend,
     error::{retry_after_header, FrontDoorError},
-    ids,
+    health, ids,
     keys::KeyEntry,
     metrics, workers,
 };
@@ -92,6 +93,8 @@ impl Drop for WsSlot {
 #[derive(Debug)]
 pub struct FrontDoorConfig {
     pub keys: KeyBackend,
+    /// What `/health` reports on; without it the path is not served.
+    pub health: Option<health::HealthSource>,
     pub max_request_body_size: u32,
     pub max_ws_connections: usize,
 }
@@ -104,6 +107,7 @@ pub struct FrontDoorLayer {
 #[derive(Debug)]
 struct Shared {
     keys: KeyBackend,
+    health: Option<health::HealthSource>,
     max_request_body_size: u32,
     max_ws_connections: usize,
     ws_slots: Arc<Semaphore>,
@@ -115,6 +119,7 @@ impl FrontDoorLayer {
             shared: Arc::new(Shared {
                 ws_slots: Arc::new(Semaphore::new(config.max_ws_connections)),
                 keys: config.keys,
+                health: config.health,
                 max_request_body_size: config.max_request_body_size,
                 max_ws_connections: config.max_ws_connections,
             }),
@@ -142,12 +147,24 @@ pub struct FrontDoor<S> {
 /// Where a request is going, decided from method, path and upgrade headers only.
 #[derive(Debug, PartialEq, Eq)]
 enum Route<'a> {
-    Rpc { key: &'a str, transport: Transport },
+    Rpc {
+        key: &'a str,
+        transport: Transport,
+    },
+    /// `GET` or `HEAD /health` (see [`super::health`]).
+    Health,
     MissingKey,
     NotFound(&'static str),
 }
 
 fn route<'a>(method: &Method, path: &'a str, upgrade: bool) -> Route<'a> {
+    if path == "/health" {
+        return if (method == Method::GET || method == Method::HEAD) && !upgrade {
+            Route::Health
+        } else {
+            Route::NotFound("/health takes GET or HEAD requests")
+        };
+    }
     let (rest, transport) = if let Some(rest) = path.strip_prefix("/ws/v3") {
         (rest, Transport::Ws)
     } else if let Some(rest) = path.strip_prefix("/v3") {
@@ -366,6 +383,20 @@ where
         let path = req.uri().path().to_string();
         let (key, transport) = match route(req.method(), &path, upgrade) {
             Route::Rpc { key, transport } => (key, transport),
+            Route::Health => {
+                let Some(health::HealthSource(chain)) = self.shared.health.clone() else {
+                    return reject(FrontDoorError::NotFound(
+                        "use POST /v3/<key> or a WebSocket at /ws/v3/<key>",
+                    ));
+                };
+                let method = req.method().clone();
+                let query = req.uri().query().map(str::to_owned);
+                return Box::pin(async move {
+                    let response = health::answer(chain.as_ref(), &method, query.as_deref());
+                    metrics::http_response(response.status().as_u16());
+                    Ok(response)
+                });
+            }
             Route::MissingKey => return reject(FrontDoorError::MissingKey),
             Route::NotFound(hint) => return reject(FrontDoorError::NotFound(hint)),
         };
@@ -477,5 +508,13 @@ mod tests {
             Route::NotFound(_)
         ));
         assert!(matches!(route(&get, "/v3/abc", true), Route::NotFound(_)));
+        assert_eq!(route(&get, "/health", false), Route::Health);
+        assert_eq!(route(&Method::HEAD, "/health", false), Route::Health);
+        assert!(matches!(route(&post, "/health", false), Route::NotFound(_)));
+        assert!(matches!(route(&get, "/health", true), Route::NotFound(_)));
+        assert!(matches!(
+            route(&get, "/health/x", false),
+            Route::NotFound(_)
+        ));
     }
 }

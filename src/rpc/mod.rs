@@ -9,7 +9,7 @@
 //! - [`keys`]: the key file (`<datadir>/keys.redb`) and `simnode keys`;
 //! - [`redis_keys`]: the same (plus usage counters) in Redis, shared by replicas, chosen with
 //!   `--keys-backend redis`; [`backend`] is what the layers above talk to either way;
-//! - [`metrics`] and [`logging`]: the operator's view.
+//! - [`metrics`], [`logging`] and [`health`] (`GET /health`, no key): the operator's view.
 //!
 //! The statuses and codes the front door answers with are tabled in [`error`].
 //!
@@ -28,6 +28,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod health;
 pub mod http_layer;
 pub mod ids;
 pub mod keys;
@@ -197,6 +198,8 @@ pub struct RpcConfig {
     pub keys_backend: KeysBackendKind,
     pub redis_url: Option<String>,
     pub redis_fail_open: bool,
+    /// The chain `GET /health` reports on (the node sets it); `None`: no `/health`.
+    pub health: Option<health::HealthSource>,
 }
 
 impl RpcConfig {
@@ -235,6 +238,7 @@ impl RpcConfig {
             keys_backend: args.keys_backend,
             redis_url: args.redis_url.clone(),
             redis_fail_open: args.redis_fail_open,
+            health: None,
         }
     }
 }
@@ -354,6 +358,7 @@ pub async fn start(
     let http = tower::ServiceBuilder::new().layer(http_layer::FrontDoorLayer::new(
         http_layer::FrontDoorConfig {
             keys: keys.clone(),
+            health: config.health.clone(),
             max_request_body_size: config.max_request_size,
             max_ws_connections: config.max_ws_connections as usize,
         },
