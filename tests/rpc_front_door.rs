@@ -222,6 +222,20 @@ async fn http(
     content_type: Option<&str>,
     body: Vec<u8>,
 ) -> Reply {
+    let headers: Vec<(&str, &str)> = content_type
+        .map(|ct| ("content-type", ct))
+        .into_iter()
+        .collect();
+    http_with(addr, method, path, &headers, body).await
+}
+
+async fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Reply {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
@@ -232,8 +246,8 @@ async fn http(
         .method(method)
         .uri(path)
         .header("host", addr.to_string());
-    if let Some(ct) = content_type {
-        request = request.header("content-type", ct);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
     let request = request.body(Full::new(Bytes::from(body))).expect("request");
     let response = sender.send_request(request).await.expect("response");
@@ -325,6 +339,185 @@ async fn only_the_two_doors_exist() {
         assert_eq!(reply.status, 404, "{method} {path}: {reply:?}");
         assert_eq!(reply.error_code(), -32600);
         assert_eq!(reply.json()["id"], Value::Null);
+    }
+    node.server.stop();
+}
+
+/// Browsers: a preflight from any origin is answered by default, and every answer to a request
+/// that names an origin (errors included) lets the page read it; without an Origin nothing
+/// changes.
+#[tokio::test]
+async fn cors_for_browser_pages_by_default() {
+    let node = Node::start("cors-any", "dev", |_| {}).await;
+    let key = add_key(node.dir.path(), "page", &["--rps", "1", "--burst", "2"]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let origin = ("origin", "https://wallet.example");
+    let header = |reply: &Reply, name: &str| {
+        reply
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+
+    let preflight = http_with(
+        node.addr(),
+        "OPTIONS",
+        &format!("/v3/{key}"),
+        &[
+            origin,
+            ("access-control-request-method", "POST"),
+            ("access-control-request-headers", "content-type,x-client"),
+        ],
+        vec![],
+    )
+    .await;
+    assert_eq!(preflight.status, 204, "{preflight:?}");
+    assert_eq!(
+        header(&preflight, "access-control-allow-origin").as_deref(),
+        Some("*")
+    );
+    assert!(header(&preflight, "access-control-allow-methods").is_some_and(|m| m.contains("POST")));
+    assert_eq!(
+        header(&preflight, "access-control-allow-headers").as_deref(),
+        Some("content-type,x-client")
+    );
+
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "test_echo", "params": ["hi"]}).to_string();
+    let post = |key: String, with_origin: bool| {
+        let body = body.clone().into_bytes();
+        let addr = node.addr();
+        async move {
+            let mut headers = vec![("content-type", "application/json")];
+            if with_origin {
+                headers.push(origin);
+            }
+            http_with(addr, "POST", &format!("/v3/{key}"), &headers, body).await
+        }
+    };
+    let ok = post(key.clone(), true).await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    assert_eq!(ok.json()["result"], "hi");
+    assert_eq!(
+        header(&ok, "access-control-allow-origin").as_deref(),
+        Some("*")
+    );
+    let plain = post(key.clone(), false).await;
+    assert_eq!(plain.status, 200, "{plain:?}");
+    assert_eq!(header(&plain, "access-control-allow-origin"), None);
+    // The page can read the error, and when to retry.
+    let limited = post(key.clone(), true).await;
+    assert_eq!(limited.status, 429, "{limited:?}");
+    assert_eq!(
+        header(&limited, "access-control-allow-origin").as_deref(),
+        Some("*")
+    );
+    assert_eq!(
+        header(&limited, "access-control-expose-headers").as_deref(),
+        Some("Retry-After")
+    );
+    let bad_key = post("nope".into(), true).await;
+    assert_eq!(bad_key.status, 401, "{bad_key:?}");
+    assert_eq!(
+        header(&bad_key, "access-control-allow-origin").as_deref(),
+        Some("*")
+    );
+    node.server.stop();
+}
+
+/// `--http.corsdomain` / `--ws.origins` with a list: only listed origins get CORS answers and
+/// WebSockets; a preflight or upgrade from another origin is refused with 403 (-32002); clients
+/// without an Origin are not affected.
+#[tokio::test]
+async fn cors_and_websocket_origins_from_a_list() {
+    let node = Node::start("cors-list", "dev", |args| {
+        args.cors_domains = vec!["https://good.example".into()];
+        args.ws_origins = vec!["https://good.example".into()];
+    })
+    .await;
+    let key = add_key(node.dir.path(), "page", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let preflight = |origin: &'static str| {
+        let addr = node.addr();
+        let path = format!("/v3/{key}");
+        async move {
+            http_with(
+                addr,
+                "OPTIONS",
+                &path,
+                &[
+                    ("origin", origin),
+                    ("access-control-request-method", "POST"),
+                ],
+                vec![],
+            )
+            .await
+        }
+    };
+    let good = preflight("https://good.example").await;
+    assert_eq!(good.status, 204, "{good:?}");
+    assert_eq!(
+        good.headers.get("access-control-allow-origin").unwrap(),
+        "https://good.example"
+    );
+    assert_eq!(good.headers.get("vary").unwrap(), "Origin");
+    let evil = preflight("https://evil.example").await;
+    assert_eq!(evil.status, 403, "{evil:?}");
+    assert_eq!(evil.error_code(), -32002);
+    assert!(evil.headers.get("access-control-allow-origin").is_none());
+    // A request that skipped the preflight is served, but the browser may not show it.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "test_echo", "params": [1]});
+    let sneaky = http_with(
+        node.addr(),
+        "POST",
+        &format!("/v3/{key}"),
+        &[
+            ("content-type", "application/json"),
+            ("origin", "https://evil.example"),
+        ],
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(sneaky.status, 200, "{sneaky:?}");
+    assert!(sneaky.headers.get("access-control-allow-origin").is_none());
+    // The preflight of /health is answered as well.
+    let health = http_with(
+        node.addr(),
+        "OPTIONS",
+        "/health",
+        &[
+            ("origin", "https://good.example"),
+            ("access-control-request-method", "GET"),
+        ],
+        vec![],
+    )
+    .await;
+    assert_eq!(health.status, 204, "{health:?}");
+
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let ws_from = |origin: Option<&'static str>| {
+        let url = format!("ws://{}/ws/v3/{key}", node.addr());
+        async move {
+            let mut request = url.into_client_request().expect("request");
+            if let Some(origin) = origin {
+                request
+                    .headers_mut()
+                    .insert("origin", http::HeaderValue::from_static(origin));
+            }
+            tokio_tungstenite::connect_async(request).await
+        }
+    };
+    assert!(ws_from(Some("https://good.example")).await.is_ok());
+    assert!(ws_from(None).await.is_ok(), "a client without an Origin");
+    match ws_from(Some("https://evil.example")).await {
+        Err(tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status().as_u16(), 403);
+            let body: Value =
+                serde_json::from_slice(&response.body().clone().unwrap_or_default()).unwrap();
+            assert_eq!(body["error"]["code"], -32002, "{body}");
+        }
+        other => panic!("an upgrade from an unlisted origin: {other:?}"),
     }
     node.server.stop();
 }

@@ -7,6 +7,7 @@
 //! | 401  | -32001        | `project id required in the URL`               | `/v3/` or `/ws/v3/` without a key                            |
 //! | 401  | -32001        | `invalid project id`                           | unknown key                                                  |
 //! | 401  | -32001        | `project id revoked`                           | key revoked with `simnode keys revoke` (open WS connections: in-band, per message) |
+//! | 403  | -32002        | `origin not allowed: ...`                      | a CORS preflight or WebSocket upgrade from an origin `--http.corsdomain` / `--ws.origins` do not list |
 //! | 415  | -32600        | `unsupported content type: ...`                | HTTP POST without `Content-Type: application/json`           |
 //! | 413  | -32007        | `request body too large: ...`                  | body over `--rpc.max-request-size` (WS: same limit, per message, answered in-band) |
 //! | 429  | -32005        | `project ID request rate exceeded`             | over the key's requests/s; `data: {allowed_rps, backoff_seconds}` (WS: in-band, no status) |
@@ -35,6 +36,9 @@ pub const LIMIT_EXCEEDED_CODE: i32 = -32005;
 pub const OVERSIZED_REQUEST_CODE: i32 = jsonrpsee::types::error::OVERSIZED_REQUEST_CODE;
 pub const INVALID_REQUEST_CODE: i32 = jsonrpsee::types::error::INVALID_REQUEST_CODE;
 pub const METHOD_NOT_FOUND_CODE: i32 = jsonrpsee::types::error::METHOD_NOT_FOUND_CODE;
+/// A browser origin the operator's lists leave out (the code hosted providers answer
+/// allowlist refusals with).
+pub const NOT_ALLOWED_CODE: i32 = -32002;
 /// The key service (Redis) cannot be reached: the request was not served, retrying may work.
 pub const INTERNAL_ERROR_CODE: i32 = jsonrpsee::types::error::INTERNAL_ERROR_CODE;
 
@@ -68,6 +72,8 @@ pub enum FrontDoorError {
     NotificationsUnsupported,
     #[error("key service unavailable")]
     KeyBackendUnavailable,
+    #[error("origin not allowed: {0}")]
+    OriginNotAllowed(String),
 }
 
 impl FrontDoorError {
@@ -75,6 +81,7 @@ impl FrontDoorError {
         match self {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MissingKey | Self::InvalidKey | Self::RevokedKey => StatusCode::UNAUTHORIZED,
+            Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RateLimited { .. } | Self::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -98,6 +105,7 @@ impl FrontDoorError {
                 METHOD_NOT_FOUND_CODE
             }
             Self::KeyBackendUnavailable => INTERNAL_ERROR_CODE,
+            Self::OriginNotAllowed(_) => NOT_ALLOWED_CODE,
         }
     }
 

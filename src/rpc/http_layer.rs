@@ -28,6 +28,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{
     backend::KeyBackend,
+    cors,
     error::{retry_after_header, FrontDoorError},
     health, ids,
     keys::KeyEntry,
@@ -95,6 +96,9 @@ pub struct FrontDoorConfig {
     pub keys: KeyBackend,
     /// What `/health` reports on; without it the path is not served.
     pub health: Option<health::HealthSource>,
+    /// Browser origins: CORS answers over HTTP, allowed WebSocket upgrades.
+    pub cors: cors::Origins,
+    pub ws_origins: cors::Origins,
     pub max_request_body_size: u32,
     pub max_ws_connections: usize,
 }
@@ -108,6 +112,8 @@ pub struct FrontDoorLayer {
 struct Shared {
     keys: KeyBackend,
     health: Option<health::HealthSource>,
+    cors: cors::Origins,
+    ws_origins: cors::Origins,
     max_request_body_size: u32,
     max_ws_connections: usize,
     ws_slots: Arc<Semaphore>,
@@ -120,6 +126,8 @@ impl FrontDoorLayer {
                 ws_slots: Arc::new(Semaphore::new(config.max_ws_connections)),
                 keys: config.keys,
                 health: config.health,
+                cors: config.cors,
+                ws_origins: config.ws_origins,
                 max_request_body_size: config.max_request_body_size,
                 max_ws_connections: config.max_ws_connections,
             }),
@@ -378,7 +386,58 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // Only browsers send an Origin; everyone else takes the direct path.
+        let Some(origin) = req.headers().get(header::ORIGIN).cloned() else {
+            return self.serve(req);
+        };
+        if is_upgrade(&req) {
+            if !self.shared.ws_origins.allows(&origin) {
+                return reject(FrontDoorError::OriginNotAllowed(
+                    String::from_utf8_lossy(origin.as_bytes()).into_owned(),
+                ));
+            }
+            return self.serve(req);
+        }
+        if req.method() == Method::OPTIONS && is_preflight_path(req.uri().path()) {
+            return match cors::preflight(&self.shared.cors, &origin, req.headers()) {
+                Some(response) => {
+                    metrics::http_response(response.status().as_u16());
+                    Box::pin(async move { Ok(response) })
+                }
+                None => reject(FrontDoorError::OriginNotAllowed(
+                    String::from_utf8_lossy(origin.as_bytes()).into_owned(),
+                )),
+            };
+        }
+        let shared = self.shared.clone();
+        let answer = self.serve(req);
+        Box::pin(async move {
+            let mut response = answer.await?;
+            cors::add_headers(&shared.cors, &origin, response.headers_mut());
+            Ok(response)
+        })
+    }
+}
+
+/// Paths a browser may preflight: the HTTP endpoint and `/health`.
+fn is_preflight_path(path: &str) -> bool {
+    path == "/health" || path.starts_with("/v3/")
+}
+
+impl<S> FrontDoor<S>
+where
+    S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    fn serve<B>(&mut self, mut req: Request<B>) -> BoxFuture
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
         let upgrade = is_upgrade(&req);
         let path = req.uri().path().to_string();
         let (key, transport) = match route(req.method(), &path, upgrade) {

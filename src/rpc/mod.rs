@@ -3,7 +3,8 @@
 //!
 //! Everything that is not a method's own logic lives here, once:
 //! - [`http_layer`]: path routing, API-key authentication, content type and body size checks,
-//!   the 429 status for rate-limited answers, the WebSocket connection limit;
+//!   the 429 status for rate-limited answers, the WebSocket connection limit, and browsers'
+//!   origins ([`cors`]);
 //! - [`middleware`]: per-key rate limit and daily quota per call / batch item / WS message, the
 //!   per-network method [`policy`], the [`max_params`] check, metrics and request logs;
 //! - [`keys`]: the key file (`<datadir>/keys.redb`) and `simnode keys`;
@@ -27,6 +28,7 @@
 //! ```
 
 pub mod backend;
+pub mod cors;
 pub mod error;
 pub mod health;
 pub mod http_layer;
@@ -108,6 +110,17 @@ pub struct RpcArgs {
     /// 0 turns pings off (clients' pings are still answered).
     #[arg(long = "ws.ping-interval", default_value_t = 30)]
     pub ws_ping_interval: u64,
+    /// Browser origins allowed to call the HTTP endpoint (CORS), comma-separated, e.g.
+    /// `https://app.example.com`; `*` any (the key in the path authenticates), `none` no CORS
+    /// answers (browsers then refuse cross-origin calls).
+    #[arg(long = "http.corsdomain", value_delimiter = ',', default_value = "*",
+          value_parser = cors::parse_origin_flag)]
+    pub cors_domains: Vec<String>,
+    /// Browser origins allowed to open a WebSocket (the upgrade's Origin header), as
+    /// --http.corsdomain; others get 403. Clients that send no Origin are not affected.
+    #[arg(long = "ws.origins", value_delimiter = ',', default_value = "*",
+          value_parser = cors::parse_origin_flag)]
+    pub ws_origins: Vec<String>,
 
     /// Default requests per second per API key (0 = unlimited); a key's own limit wins.
     #[arg(long = "rpc.rate-limit", default_value_t = 100)]
@@ -155,6 +168,8 @@ impl Default for RpcArgs {
             threads: 0,
             spin_us: 200,
             ws_ping_interval: 30,
+            cors_domains: vec!["*".into()],
+            ws_origins: vec!["*".into()],
             rate_limit: 100,
             rate_burst: 200,
             daily_quota: 0,
@@ -187,6 +202,8 @@ pub struct RpcConfig {
     /// How long a worker with one connection spins after an answer; zero: never.
     pub spin: Duration,
     pub ws_ping_interval: Option<Duration>,
+    pub cors: cors::Origins,
+    pub ws_origins: cors::Origins,
     pub policy: MethodPolicy,
     /// How many positional params each method takes; more are refused. Empty checks nothing
     /// (the node fills it from the modules' tables, see [`modules::all_modules`]).
@@ -231,6 +248,8 @@ impl RpcConfig {
             spin: Duration::from_micros(args.spin_us),
             ws_ping_interval: (args.ws_ping_interval > 0)
                 .then(|| Duration::from_secs(args.ws_ping_interval)),
+            cors: cors::Origins::from_flag(&args.cors_domains),
+            ws_origins: cors::Origins::from_flag(&args.ws_origins),
             policy: MethodPolicy::for_network(network, &args.allow_methods, &args.deny_methods),
             max_params: max_params::MaxParams::default(),
             metrics,
@@ -359,6 +378,8 @@ pub async fn start(
         http_layer::FrontDoorConfig {
             keys: keys.clone(),
             health: config.health.clone(),
+            cors: config.cors.clone(),
+            ws_origins: config.ws_origins.clone(),
             max_request_body_size: config.max_request_size,
             max_ws_connections: config.max_ws_connections as usize,
         },
