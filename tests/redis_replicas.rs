@@ -306,6 +306,43 @@ fn two_replicas_share_keys_limits_and_usage_in_redis() {
         "usage of `limited` counts the {total} accepted calls: {limited_usage:?}"
     );
 
+    // --- A key's origin list, set through the CLI, holds on both replicas.
+    let page = add_key(
+        &redis,
+        "page",
+        &["--rps", "0", "--allow-origin", "https://good.example"],
+    );
+    let from = |replica: &Replica, origin: Option<&str>| {
+        let addr = SocketAddr::from(([127, 0, 0, 1], replica.port));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(origin) = origin {
+            headers.push(("Origin", origin));
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []});
+        http_post(
+            addr,
+            &format!("/v3/{page}"),
+            &headers,
+            body.to_string().as_bytes(),
+        )
+        .expect("HTTP request")
+        .0
+    };
+    for replica in &replicas {
+        assert_eq!(from(replica, Some("https://good.example")), 200);
+        assert_eq!(from(replica, Some("https://evil.example")), 403);
+        assert_eq!(from(replica, None), 403);
+    }
+    keys_cli(&redis, &["origins", &page]);
+    wait_until(
+        "origins cleared on both replicas",
+        Duration::from_secs(3),
+        || replicas.iter().all(|r| from(r, None) == 200),
+    );
+    assert!(keys_cli(&redis, &["list"])
+        .lines()
+        .any(|l| l.contains("page") && l.trim_end().ends_with("any")));
+
     // --- Revocation through the CLI reaches both replicas within a second.
     let doomed = add_key(&redis, "doomed", &["--rps", "0"]);
     for replica in &replicas {

@@ -522,6 +522,83 @@ async fn cors_and_websocket_origins_from_a_list() {
     node.server.stop();
 }
 
+/// A key with an origin list (`keys add --allow-origin`, `keys origins`) takes requests only
+/// from those origins: not from others, not without an Origin, over HTTP and WebSocket alike.
+#[tokio::test]
+async fn a_key_limited_to_its_origins() {
+    let node = Node::start("key-origins", "dev", |_| {}).await;
+    let key = add_key(
+        node.dir.path(),
+        "page",
+        &[
+            "--allow-origin",
+            "https://good.example,https://other.example",
+        ],
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let call = |origin: Option<&'static str>| {
+        let addr = node.addr();
+        let path = format!("/v3/{key}");
+        async move {
+            let mut headers = vec![("content-type", "application/json")];
+            if let Some(origin) = origin {
+                headers.push(("origin", origin));
+            }
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "test_echo", "params": [1]});
+            http_with(addr, "POST", &path, &headers, body.to_string().into_bytes()).await
+        }
+    };
+    let good = call(Some("https://good.example")).await;
+    assert_eq!(good.status, 200, "{good:?}");
+    assert_eq!(call(Some("https://other.example")).await.status, 200);
+    let evil = call(Some("https://evil.example")).await;
+    assert_eq!(evil.status, 403, "{evil:?}");
+    assert_eq!(evil.error_code(), -32002);
+    // The page still sees why (the node lets any origin read answers by default).
+    assert_eq!(
+        evil.headers.get("access-control-allow-origin").unwrap(),
+        "*"
+    );
+    let bare = call(None).await;
+    assert_eq!(bare.status, 403, "{bare:?}");
+    assert!(bare.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("listed origins"));
+
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let ws_from = |origin: Option<&'static str>| {
+        let url = format!("ws://{}/ws/v3/{key}", node.addr());
+        async move {
+            let mut request = url.into_client_request().expect("request");
+            if let Some(origin) = origin {
+                request
+                    .headers_mut()
+                    .insert("origin", http::HeaderValue::from_static(origin));
+            }
+            tokio_tungstenite::connect_async(request).await.map(|_| ())
+        }
+    };
+    assert!(ws_from(Some("https://good.example")).await.is_ok());
+    assert!(ws_from(None).await.is_err());
+
+    let listed = keys_cli(node.dir.path(), &["list"]).expect("keys list");
+    assert!(
+        listed.contains("https://good.example,https://other.example"),
+        "{listed}"
+    );
+    // `keys origins KEY` with none lifts the list.
+    let out = keys_cli(node.dir.path(), &["origins", &key]).expect("keys origins");
+    assert!(out.trim_end().ends_with("any"), "{out}");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(call(None).await.status, 200);
+    assert_eq!(call(Some("https://evil.example")).await.status, 200);
+    // A key cannot refuse every origin, and an origin must be written as browsers send it.
+    assert!(keys_cli(node.dir.path(), &["origins", &key, "none"]).is_err());
+    assert!(keys_cli(node.dir.path(), &["origins", &key, "good.example"]).is_err());
+    node.server.stop();
+}
+
 #[tokio::test]
 async fn keys_are_required_checked_and_revocable() {
     let node = Node::start("auth", "dev", |_| {}).await;

@@ -7,7 +7,7 @@
 //! | 401  | -32001        | `project id required in the URL`               | `/v3/` or `/ws/v3/` without a key                            |
 //! | 401  | -32001        | `invalid project id`                           | unknown key                                                  |
 //! | 401  | -32001        | `project id revoked`                           | key revoked with `simnode keys revoke` (open WS connections: in-band, per message) |
-//! | 403  | -32002        | `origin not allowed: ...`                      | a CORS preflight or WebSocket upgrade from an origin `--http.corsdomain` / `--ws.origins` do not list |
+//! | 403  | -32002        | `origin not allowed: ...`                      | a CORS preflight or WebSocket upgrade from an origin `--http.corsdomain` / `--ws.origins` do not list; a key with an origin list used from another origin or without one |
 //! | 415  | -32600        | `unsupported content type: ...`                | HTTP POST without `Content-Type: application/json`           |
 //! | 413  | -32007        | `request body too large: ...`                  | body over `--rpc.max-request-size` (WS: same limit, per message, answered in-band) |
 //! | 429  | -32005        | `project ID request rate exceeded`             | over the key's requests/s; `data: {allowed_rps, backoff_seconds}` (WS: in-band, no status) |

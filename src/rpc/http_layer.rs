@@ -472,6 +472,14 @@ where
                 Ok(entry) => entry,
                 Err(err) => return reject(err).await,
             };
+            let origin = req.headers().get(header::ORIGIN);
+            if !entry.admits_origin(origin) {
+                let named = origin.map_or_else(
+                    || "none sent; this key takes requests from its listed origins only".into(),
+                    |o| String::from_utf8_lossy(o.as_bytes()).into_owned(),
+                );
+                return reject(FrontDoorError::OriginNotAllowed(named)).await;
+            }
 
             req.extensions_mut().insert(entry.id.clone());
             req.extensions_mut().insert(AuthedKey(entry));

@@ -88,6 +88,10 @@ pub struct KeyRecord {
     pub revoked_at: Option<u64>,
     #[serde(default)]
     pub limits: KeyLimits,
+    /// Browser origins the key takes requests from (`https://app.example.com`); empty: any,
+    /// and requests without an Origin too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<String>,
 }
 
 impl KeyRecord {
@@ -238,7 +242,12 @@ impl KeyStore {
     }
 
     /// Creates and stores a new key.
-    pub fn add(&self, name: &str, limits: KeyLimits) -> Result<NewKey, KeyStoreError> {
+    pub fn add(
+        &self,
+        name: &str,
+        limits: KeyLimits,
+        origins: Vec<String>,
+    ) -> Result<NewKey, KeyStoreError> {
         let key = generate_key()?;
         let hash = hash_key(&key);
         let record = KeyRecord {
@@ -247,6 +256,7 @@ impl KeyStore {
             created_at: unix_now(),
             revoked_at: None,
             limits,
+            origins,
         };
         let db = self.open_write()?;
         let tx = db.begin_write().map_err(|e| self.db_err(e))?;
@@ -323,13 +333,22 @@ impl KeyStore {
         })
     }
 
+    /// Replaces the origins the key takes requests from (empty: any).
+    pub fn set_origins(
+        &self,
+        key_or_id: &str,
+        origins: Vec<String>,
+    ) -> Result<KeyRecord, KeyStoreError> {
+        self.update(key_or_id, |record| record.origins = origins)
+    }
+
     /// For `--dev` start-up: when no usable (unrevoked) key is stored, creates one named `name`
     /// and returns its text so the node can print ready-made URLs; otherwise `None`.
     pub fn ensure_key(&self, name: &str) -> Result<Option<NewKey>, KeyStoreError> {
         if self.load()?.iter().any(|(_, record)| !record.is_revoked()) {
             return Ok(None);
         }
-        self.add(name, KeyLimits::default()).map(Some)
+        self.add(name, KeyLimits::default(), Vec::new()).map(Some)
     }
 }
 
@@ -351,6 +370,8 @@ pub struct KeyEntry {
     /// Shared the same way, so that a revocation also reaches WebSocket connections opened
     /// before it (they hold the entry they were authenticated with).
     revoked: Arc<AtomicBool>,
+    /// [`KeyRecord::origins`]; replaced in place by the Redis backend's refreshes.
+    origins: RwLock<Arc<[String]>>,
 }
 
 impl KeyEntry {
@@ -361,6 +382,7 @@ impl KeyEntry {
         hash: KeyHash,
         limiter: Arc<Limiter>,
         revoked: bool,
+        origins: &[String],
     ) -> Self {
         Self {
             id,
@@ -368,7 +390,27 @@ impl KeyEntry {
             hash,
             limiter,
             revoked: Arc::new(AtomicBool::new(revoked)),
+            origins: RwLock::new(origins.into()),
         }
+    }
+
+    /// Whether a request with this `Origin` header (or none) may use the key: any may when the
+    /// key lists no origins; otherwise only a listed one, so leaving the header out does not
+    /// get around the list.
+    pub fn admits_origin(&self, origin: Option<&http::HeaderValue>) -> bool {
+        let origins = self.origins.read().unwrap_or_else(|p| p.into_inner());
+        if origins.is_empty() {
+            return true;
+        }
+        origin.and_then(|o| o.to_str().ok()).is_some_and(|o| {
+            origins
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(o))
+        })
+    }
+
+    pub(crate) fn set_origins(&self, origins: &[String]) {
+        *self.origins.write().unwrap_or_else(|p| p.into_inner()) = origins.into();
     }
 
     pub fn is_revoked(&self) -> bool {
@@ -440,38 +482,40 @@ impl KeyRegistry {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut next = HashMap::with_capacity(stored.len() + self.cli_keys.len());
-        let mut make = |hash: KeyHash, name: String, revoked: bool, limits: KeyLimits| {
-            let limits = limits.or(self.defaults);
-            let (limiter, revoked_flag) = match old.get(&hash) {
-                Some(previous) => {
-                    previous.limiter.set_limits(limits);
-                    previous.revoked.store(revoked, Ordering::Relaxed);
-                    (previous.limiter.clone(), previous.revoked.clone())
-                }
-                None => (
-                    Arc::new(Limiter::new(limits)),
-                    Arc::new(AtomicBool::new(revoked)),
-                ),
-            };
-            let id = ApiKeyId(Arc::from(key_id(&hash)));
-            next.insert(
-                hash,
-                Arc::new(KeyEntry {
-                    id,
-                    name,
+        let mut make =
+            |hash: KeyHash, name: String, revoked: bool, limits: KeyLimits, origins: &[String]| {
+                let limits = limits.or(self.defaults);
+                let (limiter, revoked_flag) = match old.get(&hash) {
+                    Some(previous) => {
+                        previous.limiter.set_limits(limits);
+                        previous.revoked.store(revoked, Ordering::Relaxed);
+                        (previous.limiter.clone(), previous.revoked.clone())
+                    }
+                    None => (
+                        Arc::new(Limiter::new(limits)),
+                        Arc::new(AtomicBool::new(revoked)),
+                    ),
+                };
+                let id = ApiKeyId(Arc::from(key_id(&hash)));
+                next.insert(
                     hash,
-                    limiter,
-                    revoked: revoked_flag,
-                }),
-            );
-        };
+                    Arc::new(KeyEntry {
+                        id,
+                        name,
+                        hash,
+                        limiter,
+                        revoked: revoked_flag,
+                        origins: RwLock::new(origins.into()),
+                    }),
+                );
+            };
         for (hash, _) in &self.cli_keys {
-            make(*hash, "cli".to_string(), false, KeyLimits::default());
+            make(*hash, "cli".to_string(), false, KeyLimits::default(), &[]);
         }
         // Stored records win over `--api-key`: revoking a key also revokes it when given on the CLI.
         for (hash, record) in stored {
             let revoked = record.is_revoked();
-            make(hash, record.name, revoked, record.limits);
+            make(hash, record.name, revoked, record.limits, &record.origins);
         }
 
         *self.entries.write().unwrap_or_else(|p| p.into_inner()) = next;
@@ -583,13 +627,25 @@ impl DatadirArg {
 }
 
 impl CliStore {
-    fn add(&mut self, name: &str, limits: KeyLimits) -> anyhow::Result<(String, KeyRecord)> {
+    fn add(
+        &mut self,
+        name: &str,
+        limits: KeyLimits,
+        origins: Vec<String>,
+    ) -> anyhow::Result<(String, KeyRecord)> {
         match self {
             Self::Embedded(store) => {
-                let new = store.add(name, limits)?;
+                let new = store.add(name, limits, origins)?;
                 Ok((new.key, new.record))
             }
-            Self::Redis(store) => store.add(name, limits),
+            Self::Redis(store) => store.add(name, limits, origins),
+        }
+    }
+
+    fn set_origins(&mut self, key: &str, origins: Vec<String>) -> anyhow::Result<KeyRecord> {
+        match self {
+            Self::Embedded(store) => Ok(store.set_origins(key, origins)?),
+            Self::Redis(store) => store.set_origins(key, origins),
         }
     }
 
@@ -646,6 +702,10 @@ pub enum KeysAction {
         name: String,
         #[command(flatten)]
         limits: LimitArgs,
+        /// Take requests only from these browser origins (comma-separated or repeated, e.g.
+        /// `https://app.example.com`); requests without a listed Origin get 403. Default: any.
+        #[arg(long = "allow-origin", value_delimiter = ',', value_parser = super::cors::parse_origin_flag)]
+        origins: Vec<String>,
         #[command(flatten)]
         datadir: DatadirArg,
     },
@@ -665,6 +725,15 @@ pub enum KeysAction {
         key: String,
         #[command(flatten)]
         limits: LimitArgs,
+        #[command(flatten)]
+        datadir: DatadirArg,
+    },
+    /// Set the browser origins a key takes requests from (`https://app.example.com`, ...);
+    /// giving none, or `*`, takes requests from anywhere again.
+    Origins {
+        key: String,
+        #[arg(value_parser = super::cors::parse_origin_flag)]
+        origins: Vec<String>,
         #[command(flatten)]
         datadir: DatadirArg,
     },
@@ -688,9 +757,13 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
         KeysAction::Add {
             name,
             limits,
+            origins,
             datadir,
         } => {
-            let (key, record) = datadir.open()?.add(&name, KeyLimits::from(&limits))?;
+            let (key, record) =
+                datadir
+                    .open()?
+                    .add(&name, KeyLimits::from(&limits), key_origins(origins)?)?;
             writeln!(out, "{key}")?;
             writeln!(out, "id {}  name {}", record.id, record.name)?;
             writeln!(out, "HTTP: POST /v3/{key}   WebSocket: /ws/v3/{key}")?;
@@ -700,14 +773,14 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             let records = datadir.open()?.list()?;
             writeln!(
                 out,
-                "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}",
+                "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}  ORIGINS",
                 "ID", "NAME", "STATUS", "CREATED", "RPS", "BURST", "DAILY"
             )?;
             let show = |v: Option<String>| v.unwrap_or_else(|| "default".to_string());
             for r in records {
                 writeln!(
                     out,
-                    "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}",
+                    "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}  {}",
                     r.id,
                     r.name,
                     if r.is_revoked() { "revoked" } else { "active" },
@@ -715,6 +788,7 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
                     show(r.limits.rps.map(|v| v.to_string())),
                     show(r.limits.burst.map(|v| v.to_string())),
                     show(r.limits.daily_quota.map(|v| v.to_string())),
+                    show_origins(&r.origins),
                 )?;
             }
         }
@@ -732,6 +806,20 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
                 out,
                 "limits of {} ({}): {:?}",
                 record.id, record.name, record.limits
+            )?;
+        }
+        KeysAction::Origins {
+            key,
+            origins,
+            datadir,
+        } => {
+            let record = datadir.open()?.set_origins(&key, key_origins(origins)?)?;
+            writeln!(
+                out,
+                "origins of {} ({}): {}",
+                record.id,
+                record.name,
+                show_origins(&record.origins)
             )?;
         }
         KeysAction::Usage { key, datadir } => {
@@ -758,6 +846,27 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
         }
     }
     Ok(())
+}
+
+/// A key's origin list from the CLI's values: `*` among them (or none given) means anywhere.
+fn key_origins(values: Vec<String>) -> anyhow::Result<Vec<String>> {
+    if values.iter().any(|v| v == "none") {
+        anyhow::bail!(
+            "a key cannot refuse every origin; revoke it instead (`simnode keys revoke`)"
+        );
+    }
+    if values.iter().any(|v| v == "*") {
+        return Ok(Vec::new());
+    }
+    Ok(values)
+}
+
+fn show_origins(origins: &[String]) -> String {
+    if origins.is_empty() {
+        "any".to_string()
+    } else {
+        origins.join(",")
+    }
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC, from unix seconds (civil-from-days, proleptic Gregorian).

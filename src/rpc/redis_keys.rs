@@ -125,6 +125,15 @@ fn parse_record(fields: &HashMap<String, String>) -> Option<KeyRecord> {
             burst: num("burst").and_then(|v| u32::try_from(v).ok()),
             daily_quota: num("daily_quota"),
         },
+        origins: fields
+            .get("origins")
+            .map(|list| {
+                list.split(',')
+                    .filter(|o| !o.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 
@@ -143,7 +152,12 @@ impl RedisKeyStore {
         Ok(Self { con })
     }
 
-    pub fn add(&mut self, name: &str, limits: KeyLimits) -> anyhow::Result<(String, KeyRecord)> {
+    pub fn add(
+        &mut self,
+        name: &str,
+        limits: KeyLimits,
+        origins: Vec<String>,
+    ) -> anyhow::Result<(String, KeyRecord)> {
         let key = generate_key()?;
         let hash = hash_key(&key);
         let hash_hex = hex::encode(hash);
@@ -153,6 +167,7 @@ impl RedisKeyStore {
             created_at: unix_now(),
             revoked_at: None,
             limits,
+            origins,
         };
         let mut fields = vec![
             ("name", record.name.clone()),
@@ -161,6 +176,9 @@ impl RedisKeyStore {
             ("created_at", record.created_at.to_string()),
         ];
         fields.extend(limit_fields(limits));
+        if !record.origins.is_empty() {
+            fields.push(("origins", record.origins.join(",")));
+        }
         redis::pipe()
             .atomic()
             .hset_multiple(record_key(&hash_hex), &fields)
@@ -244,6 +262,29 @@ impl RedisKeyStore {
         if limits.daily_quota.is_some() {
             record.limits.daily_quota = limits.daily_quota;
         }
+        Ok(record)
+    }
+
+    /// Replaces the origins the key takes requests from (empty: any).
+    pub fn set_origins(
+        &mut self,
+        key_or_id: &str,
+        origins: Vec<String>,
+    ) -> anyhow::Result<KeyRecord> {
+        let (hash, mut record) = self.find(key_or_id)?;
+        if origins.is_empty() {
+            redis::cmd("HDEL")
+                .arg(record_key(&hash))
+                .arg("origins")
+                .query::<()>(&mut self.con)?;
+        } else {
+            redis::cmd("HSET")
+                .arg(record_key(&hash))
+                .arg("origins")
+                .arg(origins.join(","))
+                .query::<()>(&mut self.con)?;
+        }
+        record.origins = origins;
         Ok(record)
     }
 
@@ -379,6 +420,7 @@ impl RedisKeys {
             Some((entry, _)) => {
                 entry.limiter.set_limits(limits);
                 entry.set_revoked(record.is_revoked());
+                entry.set_origins(&record.origins);
                 entry
             }
             None => Arc::new(KeyEntry::new(
@@ -387,6 +429,7 @@ impl RedisKeys {
                 hash,
                 Arc::new(Limiter::new(limits)),
                 record.is_revoked(),
+                &record.origins,
             )),
         };
         self.cache
