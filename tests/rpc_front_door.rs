@@ -173,6 +173,23 @@ impl Node {
         Ws(socket)
     }
 
+    /// A WebSocket handshake with this `Origin` header (or none), as a browser page sends it.
+    async fn ws_from(
+        &self,
+        key: &str,
+        origin: Option<&'static str>,
+    ) -> Result<(), tungstenite::Error> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let url = format!("ws://{}/ws/v3/{key}", self.addr());
+        let mut request = url.into_client_request()?;
+        if let Some(origin) = origin {
+            request
+                .headers_mut()
+                .insert("origin", http::HeaderValue::from_static(origin));
+        }
+        tokio_tungstenite::connect_async(request).await.map(|_| ())
+    }
+
     /// The status a WebSocket handshake is refused with.
     async fn ws_refused(&self, path: &str) -> (u16, Value) {
         let url = format!("ws://{}{path}", self.addr());
@@ -195,6 +212,8 @@ struct Reply {
     status: u16,
     headers: http::HeaderMap,
     text: String,
+    /// The body as sent (gzip answers are not text).
+    raw: Bytes,
 }
 
 impl Reply {
@@ -263,6 +282,7 @@ async fn http_with(
         status,
         headers,
         text: String::from_utf8_lossy(&bytes).into_owned(),
+        raw: bytes,
     }
 }
 
@@ -495,22 +515,15 @@ async fn cors_and_websocket_origins_from_a_list() {
     .await;
     assert_eq!(health.status, 204, "{health:?}");
 
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let ws_from = |origin: Option<&'static str>| {
-        let url = format!("ws://{}/ws/v3/{key}", node.addr());
-        async move {
-            let mut request = url.into_client_request().expect("request");
-            if let Some(origin) = origin {
-                request
-                    .headers_mut()
-                    .insert("origin", http::HeaderValue::from_static(origin));
-            }
-            tokio_tungstenite::connect_async(request).await
-        }
-    };
-    assert!(ws_from(Some("https://good.example")).await.is_ok());
-    assert!(ws_from(None).await.is_ok(), "a client without an Origin");
-    match ws_from(Some("https://evil.example")).await {
+    assert!(node
+        .ws_from(&key, Some("https://good.example"))
+        .await
+        .is_ok());
+    assert!(
+        node.ws_from(&key, None).await.is_ok(),
+        "a client without an Origin"
+    );
+    match node.ws_from(&key, Some("https://evil.example")).await {
         Err(tungstenite::Error::Http(response)) => {
             assert_eq!(response.status().as_u16(), 403);
             let body: Value =
@@ -566,21 +579,11 @@ async fn a_key_limited_to_its_origins() {
         .unwrap()
         .contains("listed origins"));
 
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let ws_from = |origin: Option<&'static str>| {
-        let url = format!("ws://{}/ws/v3/{key}", node.addr());
-        async move {
-            let mut request = url.into_client_request().expect("request");
-            if let Some(origin) = origin {
-                request
-                    .headers_mut()
-                    .insert("origin", http::HeaderValue::from_static(origin));
-            }
-            tokio_tungstenite::connect_async(request).await.map(|_| ())
-        }
-    };
-    assert!(ws_from(Some("https://good.example")).await.is_ok());
-    assert!(ws_from(None).await.is_err());
+    assert!(node
+        .ws_from(&key, Some("https://good.example"))
+        .await
+        .is_ok());
+    assert!(node.ws_from(&key, None).await.is_err());
 
     let listed = keys_cli(node.dir.path(), &["list"]).expect("keys list");
     assert!(
@@ -597,6 +600,135 @@ async fn a_key_limited_to_its_origins() {
     assert!(keys_cli(node.dir.path(), &["origins", &key, "none"]).is_err());
     assert!(keys_cli(node.dir.path(), &["origins", &key, "good.example"]).is_err());
     node.server.stop();
+}
+
+/// Answers of 1 KiB or more are gzipped for a client that takes gzip, and only then.
+#[tokio::test]
+async fn large_answers_are_gzipped_for_clients_that_take_it() {
+    let node = Node::start("gzip", "dev", |_| {}).await;
+    let plain_node = Node::start("gzip-off", "dev", |args| args.disable_compression = true).await;
+    let key = add_key(node.dir.path(), "indexer", &[]);
+    let plain_key = add_key(plain_node.dir.path(), "indexer", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let echo = |text: String| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "test_echo", "params": [text]})
+            .to_string()
+            .into_bytes()
+    };
+    let send =
+        |node: &Node, key: &str, body: Vec<u8>, extra: &'static [(&'static str, &'static str)]| {
+            let addr = node.addr();
+            let path = format!("/v3/{key}");
+            async move {
+                let mut headers = vec![("content-type", "application/json")];
+                headers.extend_from_slice(extra);
+                http_with(addr, "POST", &path, &headers, body).await
+            }
+        };
+    let big = "0xabcdef".repeat(2_000);
+    let header = |reply: &Reply, name: &str| {
+        reply
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+
+    let plain = send(&node, &key, echo(big.clone()), &[]).await;
+    assert_eq!(plain.status, 200);
+    assert_eq!(header(&plain, "content-encoding"), None);
+    let zipped = send(
+        &node,
+        &key,
+        echo(big.clone()),
+        &[("accept-encoding", "gzip, br")],
+    )
+    .await;
+    assert_eq!(zipped.status, 200);
+    assert_eq!(header(&zipped, "content-encoding").as_deref(), Some("gzip"));
+    assert!(header(&zipped, "vary").is_some_and(|v| v.contains("Accept-Encoding")));
+    assert_eq!(
+        header(&zipped, "content-length"),
+        Some(zipped.raw.len().to_string())
+    );
+    assert!(
+        zipped.raw.len() * 4 < plain.raw.len(),
+        "{} bytes",
+        zipped.raw.len()
+    );
+    let mut unzipped = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&zipped.raw[..]),
+        &mut unzipped,
+    )
+    .expect("a gzip stream");
+    assert_eq!(unzipped, plain.text);
+    // Past 256 KiB the compression runs on the blocking pool; same stream.
+    let huge = "0x0123456789".repeat(40_000);
+    let zipped = send(
+        &node,
+        &key,
+        echo(huge.clone()),
+        &[("accept-encoding", "gzip")],
+    )
+    .await;
+    assert_eq!(header(&zipped, "content-encoding").as_deref(), Some("gzip"));
+    let mut unzipped = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&zipped.raw[..]),
+        &mut unzipped,
+    )
+    .expect("a gzip stream");
+    assert_eq!(
+        serde_json::from_str::<Value>(&unzipped).unwrap()["result"],
+        huge
+    );
+
+    // Small answers, a refused gzip, and a node with compression off: as they are.
+    let small = send(
+        &node,
+        &key,
+        echo("hi".into()),
+        &[("accept-encoding", "gzip")],
+    )
+    .await;
+    assert_eq!(header(&small, "content-encoding"), None);
+    assert_eq!(small.json()["result"], "hi");
+    let refused = send(
+        &node,
+        &key,
+        echo(big.clone()),
+        &[("accept-encoding", "gzip;q=0")],
+    )
+    .await;
+    assert_eq!(header(&refused, "content-encoding"), None);
+    let off = send(
+        &plain_node,
+        &plain_key,
+        echo(big.clone()),
+        &[("accept-encoding", "gzip")],
+    )
+    .await;
+    assert_eq!(header(&off, "content-encoding"), None);
+    assert_eq!(off.text, plain.text);
+    // Errors too, and together with CORS.
+    let browser = send(
+        &node,
+        "nope",
+        echo(big),
+        &[
+            ("accept-encoding", "gzip"),
+            ("origin", "https://app.example"),
+        ],
+    )
+    .await;
+    assert_eq!(browser.status, 401);
+    assert_eq!(
+        header(&browser, "access-control-allow-origin").as_deref(),
+        Some("*")
+    );
+    node.server.stop();
+    plain_node.server.stop();
 }
 
 #[tokio::test]

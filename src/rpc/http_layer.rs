@@ -28,7 +28,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{
     backend::KeyBackend,
-    cors,
+    compression, cors,
     error::{retry_after_header, FrontDoorError},
     health, ids,
     keys::KeyEntry,
@@ -99,6 +99,8 @@ pub struct FrontDoorConfig {
     /// Browser origins: CORS answers over HTTP, allowed WebSocket upgrades.
     pub cors: cors::Origins,
     pub ws_origins: cors::Origins,
+    /// gzip answers for clients that accept it.
+    pub compression: bool,
     pub max_request_body_size: u32,
     pub max_ws_connections: usize,
 }
@@ -114,6 +116,7 @@ struct Shared {
     health: Option<health::HealthSource>,
     cors: cors::Origins,
     ws_origins: cors::Origins,
+    compression: bool,
     max_request_body_size: u32,
     max_ws_connections: usize,
     ws_slots: Arc<Semaphore>,
@@ -128,6 +131,7 @@ impl FrontDoorLayer {
                 health: config.health,
                 cors: config.cors,
                 ws_origins: config.ws_origins,
+                compression: config.compression,
                 max_request_body_size: config.max_request_body_size,
                 max_ws_connections: config.max_ws_connections,
             }),
@@ -387,34 +391,45 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        // Only browsers send an Origin; everyone else takes the direct path.
-        let Some(origin) = req.headers().get(header::ORIGIN).cloned() else {
-            return self.serve(req);
-        };
-        if is_upgrade(&req) {
-            if !self.shared.ws_origins.allows(&origin) {
-                return reject(FrontDoorError::OriginNotAllowed(
-                    String::from_utf8_lossy(origin.as_bytes()).into_owned(),
-                ));
-            }
+        // Only browsers send an Origin, and only some clients take gzip; the rest (and every
+        // load generator) take the direct path.
+        let origin = req.headers().get(header::ORIGIN).cloned();
+        let upgrade = is_upgrade(&req);
+        let gzip = self.shared.compression && !upgrade && compression::accepts_gzip(req.headers());
+        if origin.is_none() && !gzip {
             return self.serve(req);
         }
-        if req.method() == Method::OPTIONS && is_preflight_path(req.uri().path()) {
-            return match cors::preflight(&self.shared.cors, &origin, req.headers()) {
-                Some(response) => {
-                    metrics::http_response(response.status().as_u16());
-                    Box::pin(async move { Ok(response) })
+        if let Some(origin) = &origin {
+            if upgrade {
+                if !self.shared.ws_origins.allows(origin) {
+                    return reject(FrontDoorError::OriginNotAllowed(
+                        String::from_utf8_lossy(origin.as_bytes()).into_owned(),
+                    ));
                 }
-                None => reject(FrontDoorError::OriginNotAllowed(
-                    String::from_utf8_lossy(origin.as_bytes()).into_owned(),
-                )),
-            };
+                return self.serve(req);
+            }
+            if req.method() == Method::OPTIONS && is_preflight_path(req.uri().path()) {
+                return match cors::preflight(&self.shared.cors, origin, req.headers()) {
+                    Some(response) => {
+                        metrics::http_response(response.status().as_u16());
+                        Box::pin(async move { Ok(response) })
+                    }
+                    None => reject(FrontDoorError::OriginNotAllowed(
+                        String::from_utf8_lossy(origin.as_bytes()).into_owned(),
+                    )),
+                };
+            }
         }
         let shared = self.shared.clone();
         let answer = self.serve(req);
         Box::pin(async move {
             let mut response = answer.await?;
-            cors::add_headers(&shared.cors, &origin, response.headers_mut());
+            if let Some(origin) = &origin {
+                cors::add_headers(&shared.cors, origin, response.headers_mut());
+            }
+            if gzip {
+                response = compression::gzip(response).await?;
+            }
             Ok(response)
         })
     }

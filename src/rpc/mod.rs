@@ -28,6 +28,7 @@
 //! ```
 
 pub mod backend;
+pub mod compression;
 pub mod cors;
 pub mod error;
 pub mod health;
@@ -121,6 +122,10 @@ pub struct RpcArgs {
     #[arg(long = "ws.origins", value_delimiter = ',', default_value = "*",
           value_parser = cors::parse_origin_flag)]
     pub ws_origins: Vec<String>,
+    /// Send answers as they are even to clients that accept gzip (by default answers of 1 KiB
+    /// or more are gzipped for them).
+    #[arg(long = "http.disable-compression")]
+    pub disable_compression: bool,
 
     /// Default requests per second per API key (0 = unlimited); a key's own limit wins.
     #[arg(long = "rpc.rate-limit", default_value_t = 100)]
@@ -170,6 +175,7 @@ impl Default for RpcArgs {
             ws_ping_interval: 30,
             cors_domains: vec!["*".into()],
             ws_origins: vec!["*".into()],
+            disable_compression: false,
             rate_limit: 100,
             rate_burst: 200,
             daily_quota: 0,
@@ -204,6 +210,7 @@ pub struct RpcConfig {
     pub ws_ping_interval: Option<Duration>,
     pub cors: cors::Origins,
     pub ws_origins: cors::Origins,
+    pub compression: bool,
     pub policy: MethodPolicy,
     /// How many positional params each method takes; more are refused. Empty checks nothing
     /// (the node fills it from the modules' tables, see [`modules::all_modules`]).
@@ -250,6 +257,7 @@ impl RpcConfig {
                 .then(|| Duration::from_secs(args.ws_ping_interval)),
             cors: cors::Origins::from_flag(&args.cors_domains),
             ws_origins: cors::Origins::from_flag(&args.ws_origins),
+            compression: !args.disable_compression,
             policy: MethodPolicy::for_network(network, &args.allow_methods, &args.deny_methods),
             max_params: max_params::MaxParams::default(),
             metrics,
@@ -380,6 +388,7 @@ pub async fn start(
             health: config.health.clone(),
             cors: config.cors.clone(),
             ws_origins: config.ws_origins.clone(),
+            compression: config.compression,
             max_request_body_size: config.max_request_size,
             max_ws_connections: config.max_ws_connections as usize,
         },
