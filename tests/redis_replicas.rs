@@ -339,9 +339,20 @@ fn two_replicas_share_keys_limits_and_usage_in_redis() {
         Duration::from_secs(3),
         || replicas.iter().all(|r| from(r, None) == 200),
     );
+    // And a method list.
+    keys_cli(&redis, &["methods", &page, "eth_blockNumber"]);
+    wait_until(
+        "methods listed on both replicas",
+        Duration::from_secs(3),
+        || {
+            replicas
+                .iter()
+                .all(|r| r.chain_id(&page).1["error"]["code"] == -32002)
+        },
+    );
     assert!(keys_cli(&redis, &["list"])
         .lines()
-        .any(|l| l.contains("page") && l.trim_end().ends_with("any")));
+        .any(|l| l.contains("page") && l.trim_end().ends_with("eth_blockNumber")));
 
     // --- Revocation through the CLI reaches both replicas within a second.
     let doomed = add_key(&redis, "doomed", &["--rps", "0"]);

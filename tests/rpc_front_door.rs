@@ -731,6 +731,57 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
     plain_node.server.stop();
 }
 
+/// A key with a method list (`keys add --allow-method`, `keys methods`) is answered -32002 for
+/// any other method: alone, inside a batch and over WebSocket; a `prefix*` takes a namespace.
+#[tokio::test]
+async fn a_key_limited_to_some_methods() {
+    let node = Node::start("key-methods", "dev", |_| {}).await;
+    let key = add_key(
+        node.dir.path(),
+        "reader",
+        &["--allow-method", "test_echo,test_a*"],
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    let echo = node.call(&key, "test_echo", json!(["hi"])).await;
+    assert_eq!(echo.json()["result"], "hi", "{echo:?}");
+    let add = node.call(&key, "test_add", json!([1, 2])).await;
+    assert_eq!(add.json()["result"], 3, "{add:?}");
+    let who = node.call(&key, "test_whoami", json!([])).await;
+    assert_eq!(who.status, 200);
+    assert_eq!(who.error_code(), -32002, "{who:?}");
+    assert!(who.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("test_whoami"));
+    let batch = node
+        .post(
+            &format!("/v3/{key}"),
+            r#"[{"jsonrpc":"2.0","id":1,"method":"test_whoami","params":[]},
+                {"jsonrpc":"2.0","id":2,"method":"test_echo","params":[7]}]"#,
+        )
+        .await;
+    let items = batch.json();
+    assert_eq!(items[0]["error"]["code"], -32002, "{items}");
+    assert_eq!(items[1]["result"], 7, "{items}");
+    let mut ws = node.ws(&key).await;
+    ws.send(json!({"jsonrpc": "2.0", "id": 3, "method": "test_whoami", "params": []}).to_string())
+        .await;
+    assert_eq!(ws.recv().await["error"]["code"], -32002);
+
+    let listed = keys_cli(node.dir.path(), &["list"]).expect("keys list");
+    assert!(listed.contains("test_echo,test_a*"), "{listed}");
+    // Every method again.
+    let out = keys_cli(node.dir.path(), &["methods", &key, "*"]).expect("keys methods");
+    assert!(out.trim_end().ends_with("any"), "{out}");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let who = node.call(&key, "test_whoami", json!([])).await;
+    assert!(who.json()["result"].is_string(), "{who:?}");
+    assert!(keys_cli(node.dir.path(), &["methods", &key, "eth-call"]).is_err());
+    assert!(keys_cli(node.dir.path(), &["methods", &key, "none"]).is_err());
+    node.server.stop();
+}
+
 #[tokio::test]
 async fn keys_are_required_checked_and_revocable() {
     let node = Node::start("auth", "dev", |_| {}).await;

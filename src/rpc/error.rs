@@ -15,6 +15,7 @@
 //! | 503  | -32005        | `too many websocket connections`               | more than `--ws.max-connections` open sockets                |
 //! | 503  | -32603        | `key service unavailable`                      | `--keys-backend redis` and Redis does not answer (fail closed; `--redis.fail-open` serves cached keys with a per-replica limit instead). WS: in-band |
 //! | 200  | -32601        | `the method X is not available on NETWORK`     | method switched off by the per-network policy                |
+//! | 200  | -32002        | `the method X is not allowed for this key`     | outside the key's method list (`simnode keys methods`)       |
 //! | 200  | -32601        | `Method not found`                             | unknown method (jsonrpsee)                                   |
 //! | 200  | -32700        | `Parse error`                                  | body is not JSON (jsonrpsee)                                 |
 //! | 200  | -32600        | `Invalid request`                              | JSON but not a JSON-RPC request, or an empty batch (jsonrpsee) |
@@ -74,6 +75,8 @@ pub enum FrontDoorError {
     KeyBackendUnavailable,
     #[error("origin not allowed: {0}")]
     OriginNotAllowed(String),
+    #[error("the method {0} is not allowed for this key")]
+    MethodNotAllowedForKey(String),
 }
 
 impl FrontDoorError {
@@ -89,7 +92,9 @@ impl FrontDoorError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             // Method-level errors travel inside a normal JSON-RPC answer.
-            Self::MethodNotAvailable { .. } | Self::NotificationsUnsupported => StatusCode::OK,
+            Self::MethodNotAvailable { .. }
+            | Self::NotificationsUnsupported
+            | Self::MethodNotAllowedForKey(_) => StatusCode::OK,
         }
     }
 
@@ -105,7 +110,7 @@ impl FrontDoorError {
                 METHOD_NOT_FOUND_CODE
             }
             Self::KeyBackendUnavailable => INTERNAL_ERROR_CODE,
-            Self::OriginNotAllowed(_) => NOT_ALLOWED_CODE,
+            Self::OriginNotAllowed(_) | Self::MethodNotAllowedForKey(_) => NOT_ALLOWED_CODE,
         }
     }
 

@@ -488,7 +488,7 @@ where
                 Err(err) => return reject(err).await,
             };
             let origin = req.headers().get(header::ORIGIN);
-            if !entry.admits_origin(origin) {
+            if !entry.access().admits_origin(origin) {
                 let named = origin.map_or_else(
                     || "none sent; this key takes requests from its listed origins only".into(),
                     |o| String::from_utf8_lossy(o.as_bytes()).into_owned(),

@@ -88,10 +88,71 @@ pub struct KeyRecord {
     pub revoked_at: Option<u64>,
     #[serde(default)]
     pub limits: KeyLimits,
-    /// Browser origins the key takes requests from (`https://app.example.com`); empty: any,
-    /// and requests without an Origin too.
+    #[serde(flatten)]
+    pub access: KeyAccess,
+}
+
+/// What a key may be used for, beyond its limits. An empty list allows everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyAccess {
+    /// Browser origins the key takes requests from (`https://app.example.com`); when set, a
+    /// request without an Origin is refused too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub origins: Vec<String>,
+    /// Methods the key may call: names (`eth_call`) or prefixes ending in `*` (`trace_*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+}
+
+/// One of the lists of [`KeyAccess`], as `simnode keys` changes them one at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessList {
+    Origins,
+    Methods,
+}
+
+impl AccessList {
+    /// Its field name, in the key file and in Redis.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Origins => "origins",
+            Self::Methods => "methods",
+        }
+    }
+
+    pub fn of(self, access: &mut KeyAccess) -> &mut Vec<String> {
+        match self {
+            Self::Origins => &mut access.origins,
+            Self::Methods => &mut access.methods,
+        }
+    }
+}
+
+impl KeyAccess {
+    /// Whether a request with this `Origin` header (or none) may use the key: any may when no
+    /// origins are listed; otherwise only a listed one, so leaving the header out does not get
+    /// around the list.
+    pub fn admits_origin(&self, origin: Option<&http::HeaderValue>) -> bool {
+        if self.origins.is_empty() {
+            return true;
+        }
+        origin.and_then(|o| o.to_str().ok()).is_some_and(|o| {
+            self.origins
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(o))
+        })
+    }
+
+    pub fn admits_method(&self, method: &str) -> bool {
+        self.methods.is_empty()
+            || self
+                .methods
+                .iter()
+                .any(|allowed| match allowed.strip_suffix('*') {
+                    Some(prefix) => method.starts_with(prefix),
+                    None => allowed == method,
+                })
+    }
 }
 
 impl KeyRecord {
@@ -246,7 +307,7 @@ impl KeyStore {
         &self,
         name: &str,
         limits: KeyLimits,
-        origins: Vec<String>,
+        access: KeyAccess,
     ) -> Result<NewKey, KeyStoreError> {
         let key = generate_key()?;
         let hash = hash_key(&key);
@@ -256,7 +317,7 @@ impl KeyStore {
             created_at: unix_now(),
             revoked_at: None,
             limits,
-            origins,
+            access,
         };
         let db = self.open_write()?;
         let tx = db.begin_write().map_err(|e| self.db_err(e))?;
@@ -333,13 +394,14 @@ impl KeyStore {
         })
     }
 
-    /// Replaces the origins the key takes requests from (empty: any).
-    pub fn set_origins(
+    /// Replaces one of the key's access lists (empty: everything).
+    pub fn set_access(
         &self,
         key_or_id: &str,
-        origins: Vec<String>,
+        list: AccessList,
+        values: Vec<String>,
     ) -> Result<KeyRecord, KeyStoreError> {
-        self.update(key_or_id, |record| record.origins = origins)
+        self.update(key_or_id, |record| *list.of(&mut record.access) = values)
     }
 
     /// For `--dev` start-up: when no usable (unrevoked) key is stored, creates one named `name`
@@ -348,7 +410,8 @@ impl KeyStore {
         if self.load()?.iter().any(|(_, record)| !record.is_revoked()) {
             return Ok(None);
         }
-        self.add(name, KeyLimits::default(), Vec::new()).map(Some)
+        self.add(name, KeyLimits::default(), KeyAccess::default())
+            .map(Some)
     }
 }
 
@@ -370,8 +433,8 @@ pub struct KeyEntry {
     /// Shared the same way, so that a revocation also reaches WebSocket connections opened
     /// before it (they hold the entry they were authenticated with).
     revoked: Arc<AtomicBool>,
-    /// [`KeyRecord::origins`]; replaced in place by the Redis backend's refreshes.
-    origins: RwLock<Arc<[String]>>,
+    /// [`KeyRecord::access`]; replaced in place by the Redis backend's refreshes.
+    access: RwLock<Arc<KeyAccess>>,
 }
 
 impl KeyEntry {
@@ -382,7 +445,7 @@ impl KeyEntry {
         hash: KeyHash,
         limiter: Arc<Limiter>,
         revoked: bool,
-        origins: &[String],
+        access: KeyAccess,
     ) -> Self {
         Self {
             id,
@@ -390,27 +453,20 @@ impl KeyEntry {
             hash,
             limiter,
             revoked: Arc::new(AtomicBool::new(revoked)),
-            origins: RwLock::new(origins.into()),
+            access: RwLock::new(Arc::new(access)),
         }
     }
 
-    /// Whether a request with this `Origin` header (or none) may use the key: any may when the
-    /// key lists no origins; otherwise only a listed one, so leaving the header out does not
-    /// get around the list.
-    pub fn admits_origin(&self, origin: Option<&http::HeaderValue>) -> bool {
-        let origins = self.origins.read().unwrap_or_else(|p| p.into_inner());
-        if origins.is_empty() {
-            return true;
-        }
-        origin.and_then(|o| o.to_str().ok()).is_some_and(|o| {
-            origins
-                .iter()
-                .any(|allowed| allowed.eq_ignore_ascii_case(o))
-        })
+    /// What the key may be used for now.
+    pub fn access(&self) -> Arc<KeyAccess> {
+        self.access
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
-    pub(crate) fn set_origins(&self, origins: &[String]) {
-        *self.origins.write().unwrap_or_else(|p| p.into_inner()) = origins.into();
+    pub(crate) fn set_access(&self, access: KeyAccess) {
+        *self.access.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(access);
     }
 
     pub fn is_revoked(&self) -> bool {
@@ -483,7 +539,7 @@ impl KeyRegistry {
             .clone();
         let mut next = HashMap::with_capacity(stored.len() + self.cli_keys.len());
         let mut make =
-            |hash: KeyHash, name: String, revoked: bool, limits: KeyLimits, origins: &[String]| {
+            |hash: KeyHash, name: String, revoked: bool, limits: KeyLimits, access: KeyAccess| {
                 let limits = limits.or(self.defaults);
                 let (limiter, revoked_flag) = match old.get(&hash) {
                     Some(previous) => {
@@ -505,17 +561,23 @@ impl KeyRegistry {
                         hash,
                         limiter,
                         revoked: revoked_flag,
-                        origins: RwLock::new(origins.into()),
+                        access: RwLock::new(Arc::new(access)),
                     }),
                 );
             };
         for (hash, _) in &self.cli_keys {
-            make(*hash, "cli".to_string(), false, KeyLimits::default(), &[]);
+            make(
+                *hash,
+                "cli".to_string(),
+                false,
+                KeyLimits::default(),
+                KeyAccess::default(),
+            );
         }
         // Stored records win over `--api-key`: revoking a key also revokes it when given on the CLI.
         for (hash, record) in stored {
             let revoked = record.is_revoked();
-            make(hash, record.name, revoked, record.limits, &record.origins);
+            make(hash, record.name, revoked, record.limits, record.access);
         }
 
         *self.entries.write().unwrap_or_else(|p| p.into_inner()) = next;
@@ -631,21 +693,26 @@ impl CliStore {
         &mut self,
         name: &str,
         limits: KeyLimits,
-        origins: Vec<String>,
+        access: KeyAccess,
     ) -> anyhow::Result<(String, KeyRecord)> {
         match self {
             Self::Embedded(store) => {
-                let new = store.add(name, limits, origins)?;
+                let new = store.add(name, limits, access)?;
                 Ok((new.key, new.record))
             }
-            Self::Redis(store) => store.add(name, limits, origins),
+            Self::Redis(store) => store.add(name, limits, access),
         }
     }
 
-    fn set_origins(&mut self, key: &str, origins: Vec<String>) -> anyhow::Result<KeyRecord> {
+    fn set_access(
+        &mut self,
+        key: &str,
+        list: AccessList,
+        values: Vec<String>,
+    ) -> anyhow::Result<KeyRecord> {
         match self {
-            Self::Embedded(store) => Ok(store.set_origins(key, origins)?),
-            Self::Redis(store) => store.set_origins(key, origins),
+            Self::Embedded(store) => Ok(store.set_access(key, list, values)?),
+            Self::Redis(store) => store.set_access(key, list, values),
         }
     }
 
@@ -706,6 +773,10 @@ pub enum KeysAction {
         /// `https://app.example.com`); requests without a listed Origin get 403. Default: any.
         #[arg(long = "allow-origin", value_delimiter = ',', value_parser = super::cors::parse_origin_flag)]
         origins: Vec<String>,
+        /// Answer only these methods (comma-separated or repeated; `trace_*` takes a whole
+        /// namespace); others get -32002. Default: every method the node serves.
+        #[arg(long = "allow-method", value_delimiter = ',', value_parser = parse_method_pattern)]
+        methods: Vec<String>,
         #[command(flatten)]
         datadir: DatadirArg,
     },
@@ -737,6 +808,15 @@ pub enum KeysAction {
         #[command(flatten)]
         datadir: DatadirArg,
     },
+    /// Set the methods a key may call (`eth_call`, `trace_*`, ...); giving none, or `*`,
+    /// allows every method again.
+    Methods {
+        key: String,
+        #[arg(value_parser = parse_method_pattern)]
+        methods: Vec<String>,
+        #[command(flatten)]
+        datadir: DatadirArg,
+    },
     /// Requests and errors by method for a key, summed over every replica (redis backend).
     Usage {
         key: String,
@@ -758,12 +838,16 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             name,
             limits,
             origins,
+            methods,
             datadir,
         } => {
-            let (key, record) =
-                datadir
-                    .open()?
-                    .add(&name, KeyLimits::from(&limits), key_origins(origins)?)?;
+            let access = KeyAccess {
+                origins: access_list(origins)?,
+                methods: access_list(methods)?,
+            };
+            let (key, record) = datadir
+                .open()?
+                .add(&name, KeyLimits::from(&limits), access)?;
             writeln!(out, "{key}")?;
             writeln!(out, "id {}  name {}", record.id, record.name)?;
             writeln!(out, "HTTP: POST /v3/{key}   WebSocket: /ws/v3/{key}")?;
@@ -773,14 +857,14 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             let records = datadir.open()?.list()?;
             writeln!(
                 out,
-                "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}  ORIGINS",
-                "ID", "NAME", "STATUS", "CREATED", "RPS", "BURST", "DAILY"
+                "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}  {:<30} METHODS",
+                "ID", "NAME", "STATUS", "CREATED", "RPS", "BURST", "DAILY", "ORIGINS"
             )?;
             let show = |v: Option<String>| v.unwrap_or_else(|| "default".to_string());
             for r in records {
                 writeln!(
                     out,
-                    "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}  {}",
+                    "{:<10} {:<20} {:<8} {:<20} {:>8} {:>8} {:>12}  {:<30} {}",
                     r.id,
                     r.name,
                     if r.is_revoked() { "revoked" } else { "active" },
@@ -788,7 +872,8 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
                     show(r.limits.rps.map(|v| v.to_string())),
                     show(r.limits.burst.map(|v| v.to_string())),
                     show(r.limits.daily_quota.map(|v| v.to_string())),
-                    show_origins(&r.origins),
+                    show_list(&r.access.origins),
+                    show_list(&r.access.methods),
                 )?;
             }
         }
@@ -812,16 +897,12 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             key,
             origins,
             datadir,
-        } => {
-            let record = datadir.open()?.set_origins(&key, key_origins(origins)?)?;
-            writeln!(
-                out,
-                "origins of {} ({}): {}",
-                record.id,
-                record.name,
-                show_origins(&record.origins)
-            )?;
-        }
+        } => set_access(out, &datadir, &key, AccessList::Origins, origins)?,
+        KeysAction::Methods {
+            key,
+            methods,
+            datadir,
+        } => set_access(out, &datadir, &key, AccessList::Methods, methods)?,
         KeysAction::Usage { key, datadir } => {
             let CliStore::Redis(mut store) = datadir.open()? else {
                 anyhow::bail!(
@@ -848,12 +929,33 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
     Ok(())
 }
 
-/// A key's origin list from the CLI's values: `*` among them (or none given) means anywhere.
-fn key_origins(values: Vec<String>) -> anyhow::Result<Vec<String>> {
+/// `simnode keys origins|methods KEY VALUES...`.
+fn set_access(
+    out: &mut impl std::io::Write,
+    datadir: &DatadirArg,
+    key: &str,
+    list: AccessList,
+    values: Vec<String>,
+) -> anyhow::Result<()> {
+    let record = datadir
+        .open()?
+        .set_access(key, list, access_list(values)?)?;
+    let mut access = record.access;
+    writeln!(
+        out,
+        "{} of {} ({}): {}",
+        list.field(),
+        record.id,
+        record.name,
+        show_list(list.of(&mut access))
+    )?;
+    Ok(())
+}
+
+/// A key's access list from the CLI's values: `*` among them (or none given) means everything.
+fn access_list(values: Vec<String>) -> anyhow::Result<Vec<String>> {
     if values.iter().any(|v| v == "none") {
-        anyhow::bail!(
-            "a key cannot refuse every origin; revoke it instead (`simnode keys revoke`)"
-        );
+        anyhow::bail!("a key cannot refuse everything; revoke it instead (`simnode keys revoke`)");
     }
     if values.iter().any(|v| v == "*") {
         return Ok(Vec::new());
@@ -861,11 +963,27 @@ fn key_origins(values: Vec<String>) -> anyhow::Result<Vec<String>> {
     Ok(values)
 }
 
-fn show_origins(origins: &[String]) -> String {
-    if origins.is_empty() {
+fn show_list(list: &[String]) -> String {
+    if list.is_empty() {
         "any".to_string()
     } else {
-        origins.join(",")
+        list.join(",")
+    }
+}
+
+/// clap's check of a method in a key's list: a method name (`eth_call`), a prefix ending in
+/// `*` (`trace_*`), or `*` alone.
+fn parse_method_pattern(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    let name = value.strip_suffix('*').unwrap_or(value);
+    if value == "*"
+        || (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        Ok(value.to_string())
+    } else {
+        Err(format!(
+            "{value:?} is not a method name (eth_call) or a prefix ending in * (trace_*)"
+        ))
     }
 }
 
@@ -899,6 +1017,37 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01 00:00:00");
         assert_eq!(format_utc(951_782_400), "2000-02-29 00:00:00");
         assert_eq!(format_utc(1_700_000_000), "2023-11-14 22:13:20");
+    }
+
+    #[test]
+    fn method_lists() {
+        let access = KeyAccess {
+            origins: vec![],
+            methods: vec!["eth_call".into(), "trace_*".into()],
+        };
+        assert!(access.admits_method("eth_call"));
+        assert!(access.admits_method("trace_callMany"));
+        assert!(!access.admits_method("eth_callMany"));
+        assert!(!access.admits_method("debug_traceCall"));
+        assert!(KeyAccess::default().admits_method("anything"));
+        assert_eq!(parse_method_pattern("trace_*"), Ok("trace_*".into()));
+        assert_eq!(parse_method_pattern("*"), Ok("*".into()));
+        assert!(parse_method_pattern("eth-call").is_err());
+        assert!(parse_method_pattern("").is_err());
+        assert!(parse_method_pattern("eth_*call").is_err());
+    }
+
+    #[test]
+    fn older_key_files_still_read() {
+        // A record written before access lists existed.
+        let record: KeyRecord = serde_json::from_str(
+            r#"{"name":"a","id":"0011aabb","created_at":1,"limits":{"rps":5}}"#,
+        )
+        .unwrap();
+        assert_eq!(record.access, KeyAccess::default());
+        assert_eq!(record.limits.rps, Some(5));
+        let written = serde_json::to_string(&record).unwrap();
+        assert!(!written.contains("origins") && !written.contains("methods"), "{written}");
     }
 
     #[test]

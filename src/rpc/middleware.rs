@@ -157,6 +157,15 @@ fn panicked(
     )
 }
 
+/// A notification gets no answer either way; it runs only where a call would (the network's
+/// policy and the key's method list).
+fn notification_may_run(shared: &Shared, extensions: &http::Extensions, method: &str) -> bool {
+    shared.policy.check(method).is_ok()
+        && extensions
+            .get::<AuthedKey>()
+            .is_none_or(|AuthedKey(entry)| entry.access().admits_method(method))
+}
+
 /// The (empty) answer to notifications, marked so that HTTP sends no body.
 fn no_answer() -> MethodResponse {
     let mut response = MethodResponse::notification();
@@ -193,14 +202,21 @@ where
         // Kept for naming the parameter of a -32602 (borrowed from the body: no copy).
         let params = request.params.clone();
         let id = request.id.clone();
-        // Refused before it runs: switched off on this network, too many arguments, or a
-        // subscription over HTTP, which cannot carry its notifications (in that order).
+        // Refused before it runs: switched off on this network, outside the key's method
+        // list, too many arguments, or a subscription over HTTP, which cannot carry its
+        // notifications (in that order).
         let subscription = matches!(
             shared.methods.method(&method),
             Some(MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_))
         );
+        let key_allows = entry
+            .as_ref()
+            .is_none_or(|entry| entry.access().admits_method(&method));
         let refused = match shared.policy.check(&method) {
             Err(err) => Some(err.to_error_object()),
+            Ok(()) if !key_allows => {
+                Some(FrontDoorError::MethodNotAllowedForKey(method.clone()).to_error_object())
+            }
             Ok(()) => match shared.max_params.check(&method, params.as_deref()) {
                 Err(err) => Some(err),
                 Ok(()) if subscription && transport == Transport::Http => {
@@ -319,7 +335,11 @@ where
                     (Ok(BatchEntry::Notification(notification)), charged) => {
                         got_notification = true;
                         if charged.is_ok()
-                            && shared.policy.check(notification.method_name()).is_ok()
+                            && notification_may_run(
+                                &shared,
+                                notification.extensions(),
+                                notification.method_name(),
+                            )
                         {
                             inner.notification(notification).await;
                         }
@@ -363,7 +383,7 @@ where
                 response.extensions_mut().insert(LimitedMarker(err));
                 return response;
             }
-            if shared.policy.check(n.method_name()).is_ok() {
+            if notification_may_run(&shared, n.extensions(), n.method_name()) {
                 inner.notification(n).await;
             }
             no_answer()

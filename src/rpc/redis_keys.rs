@@ -35,7 +35,10 @@ use simnode_api::ApiKeyId;
 
 use super::{
     error::FrontDoorError,
-    keys::{generate_key, hash_key, key_id, unix_now, KeyEntry, KeyHash, KeyRecord},
+    keys::{
+        generate_key, hash_key, key_id, unix_now, AccessList, KeyAccess, KeyEntry, KeyHash,
+        KeyRecord,
+    },
     limiter::{EffectiveLimits, KeyLimits, Limiter},
 };
 
@@ -112,6 +115,19 @@ fn unavailable(err: impl std::fmt::Display) -> FrontDoorError {
 /// A key record read back from its Redis hash.
 fn parse_record(fields: &HashMap<String, String>) -> Option<KeyRecord> {
     let num = |name: &str| fields.get(name).and_then(|v| v.parse::<u64>().ok());
+    // A list is stored comma-joined; absent is empty.
+    let list = |which: AccessList| -> Vec<String> {
+        fields
+            .get(which.field())
+            .map(|joined| {
+                joined
+                    .split(',')
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     Some(KeyRecord {
         name: fields.get("name")?.clone(),
         id: fields.get("id")?.clone(),
@@ -125,15 +141,10 @@ fn parse_record(fields: &HashMap<String, String>) -> Option<KeyRecord> {
             burst: num("burst").and_then(|v| u32::try_from(v).ok()),
             daily_quota: num("daily_quota"),
         },
-        origins: fields
-            .get("origins")
-            .map(|list| {
-                list.split(',')
-                    .filter(|o| !o.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        access: KeyAccess {
+            origins: list(AccessList::Origins),
+            methods: list(AccessList::Methods),
+        },
     })
 }
 
@@ -156,7 +167,7 @@ impl RedisKeyStore {
         &mut self,
         name: &str,
         limits: KeyLimits,
-        origins: Vec<String>,
+        access: KeyAccess,
     ) -> anyhow::Result<(String, KeyRecord)> {
         let key = generate_key()?;
         let hash = hash_key(&key);
@@ -167,7 +178,7 @@ impl RedisKeyStore {
             created_at: unix_now(),
             revoked_at: None,
             limits,
-            origins,
+            access,
         };
         let mut fields = vec![
             ("name", record.name.clone()),
@@ -176,8 +187,13 @@ impl RedisKeyStore {
             ("created_at", record.created_at.to_string()),
         ];
         fields.extend(limit_fields(limits));
-        if !record.origins.is_empty() {
-            fields.push(("origins", record.origins.join(",")));
+        for (list, values) in [
+            (AccessList::Origins, &record.access.origins),
+            (AccessList::Methods, &record.access.methods),
+        ] {
+            if !values.is_empty() {
+                fields.push((list.field(), values.join(",")));
+            }
         }
         redis::pipe()
             .atomic()
@@ -265,26 +281,27 @@ impl RedisKeyStore {
         Ok(record)
     }
 
-    /// Replaces the origins the key takes requests from (empty: any).
-    pub fn set_origins(
+    /// Replaces one of the key's access lists (empty: everything).
+    pub fn set_access(
         &mut self,
         key_or_id: &str,
-        origins: Vec<String>,
+        list: AccessList,
+        values: Vec<String>,
     ) -> anyhow::Result<KeyRecord> {
         let (hash, mut record) = self.find(key_or_id)?;
-        if origins.is_empty() {
+        if values.is_empty() {
             redis::cmd("HDEL")
                 .arg(record_key(&hash))
-                .arg("origins")
+                .arg(list.field())
                 .query::<()>(&mut self.con)?;
         } else {
             redis::cmd("HSET")
                 .arg(record_key(&hash))
-                .arg("origins")
-                .arg(origins.join(","))
+                .arg(list.field())
+                .arg(values.join(","))
                 .query::<()>(&mut self.con)?;
         }
-        record.origins = origins;
+        *list.of(&mut record.access) = values;
         Ok(record)
     }
 
@@ -420,7 +437,7 @@ impl RedisKeys {
             Some((entry, _)) => {
                 entry.limiter.set_limits(limits);
                 entry.set_revoked(record.is_revoked());
-                entry.set_origins(&record.origins);
+                entry.set_access(record.access.clone());
                 entry
             }
             None => Arc::new(KeyEntry::new(
@@ -429,7 +446,7 @@ impl RedisKeys {
                 hash,
                 Arc::new(Limiter::new(limits)),
                 record.is_revoked(),
-                &record.origins,
+                record.access.clone(),
             )),
         };
         self.cache
