@@ -1047,7 +1047,10 @@ mod tests {
         assert_eq!(record.access, KeyAccess::default());
         assert_eq!(record.limits.rps, Some(5));
         let written = serde_json::to_string(&record).unwrap();
-        assert!(!written.contains("origins") && !written.contains("methods"), "{written}");
+        assert!(
+            !written.contains("origins") && !written.contains("methods"),
+            "{written}"
+        );
     }
 
     #[test]

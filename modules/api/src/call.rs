@@ -66,7 +66,6 @@ pub fn prepare(
     block_overrides: Option<BlockOverrides>,
     bounds: Bounds,
 ) -> RpcResult<Prepared> {
-    let gas_cap = bounds.gas_cap;
     let mut env = spec.evm_env(header);
     let mut db = CacheDB::new(state);
     if let Some(overrides) = block_overrides {
@@ -76,6 +75,26 @@ pub fn prepare(
         apply_state_overrides(overrides, &mut db)
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     }
+    let (tx, gas_defaulted) = call_tx(&mut env, &db, request, bounds.gas_cap)?;
+    Ok(Prepared {
+        db,
+        env,
+        tx,
+        gas_defaulted,
+        bounds,
+    })
+}
+
+/// `request` as a transaction on `db`, with eth_call's relaxations set on `env` (which is
+/// therefore per call): no base-fee, nonce or sender-is-EOA checks, free (BASEFEE and
+/// BLOBBASEFEE read 0) when it names no fee, the gas of the RPC cap when it names none or more.
+/// Also says whether the request named no gas.
+pub fn call_tx(
+    env: &mut EvmEnv,
+    db: &CallDb,
+    request: TransactionRequest,
+    gas_cap: u64,
+) -> RpcResult<(TxEnv, bool)> {
     // geth: eth_call skips base-fee, nonce and sender-is-EOA checks; the per-transaction gas cap
     // of EIP-7825 does not bind calls (the RPC gas cap does).
     env.cfg_env.disable_base_fee = true;
@@ -114,7 +133,7 @@ pub fn prepare(
         request.max_fee_per_blob_gas = None;
     }
     let mut tx: TxEnv = request
-        .try_into_tx_env(&env)
+        .try_into_tx_env(env)
         .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     if gas_defaulted || tx.gas_limit > gas_cap {
         tx.gas_limit = gas_cap;
@@ -126,13 +145,7 @@ pub fn prepare(
             .map(|a| a.nonce)
             .unwrap_or_default();
     }
-    Ok(Prepared {
-        db,
-        env,
-        tx,
-        gas_defaulted,
-        bounds,
-    })
+    Ok((tx, gas_defaulted))
 }
 
 /// geth's refusal (-32000) of a transaction type the block's fork does not have.

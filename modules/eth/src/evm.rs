@@ -13,7 +13,7 @@ use revm::{
     context_interface::result::{EVMError, HaltReason, InvalidTransaction},
     context_interface::transaction::TransactionType,
     primitives::hardfork::SpecId,
-    DatabaseRef,
+    DatabaseCommit, DatabaseRef,
 };
 use simnode_api::call::{type_not_supported, Bounds, CallDb, Prepared};
 use simnode_api::{
@@ -22,6 +22,9 @@ use simnode_api::{
     vm_messages, RpcError, RpcResult,
 };
 use std::time::Instant;
+
+/// A run's result and the state it leaves.
+type Outcome = revm::context::result::ResultAndState<HaltReason>;
 
 /// Gas of a plain value transfer.
 const TX_GAS: u64 = 21_000;
@@ -43,7 +46,23 @@ pub fn run(
     bounds: &Bounds,
 ) -> RpcResult<ExecutionResult<HaltReason>> {
     let caller = tx.caller;
-    attempt(db, env, tx, bounds)?.map_err(|invalid| refused(&invalid, caller))
+    Ok(attempt(db, env, tx, bounds)?
+        .map_err(|invalid| refused(&invalid, caller))?
+        .result)
+}
+
+/// [`run`], then the run's changes written into `db` (a reverted or halted call still pays
+/// for its gas and bumps its nonce), for calls that see the ones before them.
+pub fn run_and_commit(
+    db: &mut CallDb,
+    env: &EvmEnv,
+    tx: TxEnv,
+    bounds: &Bounds,
+) -> RpcResult<ExecutionResult<HaltReason>> {
+    let caller = tx.caller;
+    let outcome = attempt(db, env, tx, bounds)?.map_err(|invalid| refused(&invalid, caller))?;
+    db.commit(outcome.state);
+    Ok(outcome.result)
 }
 
 /// [`run`] with `inspector` beside the deadline guard.
@@ -58,7 +77,9 @@ where
     I: revm::Inspector<alloy_evm::eth::EthEvmContext<&'a mut CallDb>>,
 {
     let caller = tx.caller;
-    attempt_with(db, env, tx, bounds, inspector)?.map_err(|invalid| refused(&invalid, caller))
+    Ok(attempt_with(db, env, tx, bounds, inspector)?
+        .map_err(|invalid| refused(&invalid, caller))?
+        .result)
 }
 
 /// One run: its result, or why the EVM would not run the transaction at all (kept typed, so
@@ -68,7 +89,7 @@ fn attempt(
     env: &EvmEnv,
     tx: TxEnv,
     bounds: &Bounds,
-) -> RpcResult<Result<ExecutionResult<HaltReason>, InvalidTransaction>> {
+) -> RpcResult<Result<Outcome, InvalidTransaction>> {
     if tx.gas_limit > UNGUARDED_GAS {
         return attempt_with(db, env, tx, bounds, revm::inspector::NoOpInspector);
     }
@@ -77,7 +98,7 @@ fn attempt(
         .create_evm(db, env.clone())
         .transact_raw(tx)
     {
-        Ok(result) => Ok(Ok(result.result)),
+        Ok(outcome) => Ok(Ok(outcome)),
         Err(EVMError::Transaction(invalid)) => Ok(Err(invalid)),
         Err(other) => Err(transaction_error(other, caller)),
     }
@@ -90,7 +111,7 @@ fn attempt_with<'a, I>(
     tx: TxEnv,
     bounds: &Bounds,
     inspector: I,
-) -> RpcResult<Result<ExecutionResult<HaltReason>, InvalidTransaction>>
+) -> RpcResult<Result<Outcome, InvalidTransaction>>
 where
     I: revm::Inspector<alloy_evm::eth::EthEvmContext<&'a mut CallDb>>,
 {
@@ -100,7 +121,7 @@ where
         .create_evm_with_inspector(db, env.clone(), (inspector, &mut guard))
         .transact_raw(tx);
     match outcome {
-        Ok(result) => Ok(Ok(result.result)),
+        Ok(outcome) => Ok(Ok(outcome)),
         Err(_) if guard.abort == Some(Abort::Deadline) => Err(bounds.timed_out()),
         Err(EVMError::Transaction(invalid)) => Ok(Err(invalid)),
         Err(other) => Err(transaction_error(other, caller)),
@@ -238,10 +259,10 @@ const ESTIMATE_ERROR_RATIO: f64 = 0.015;
 /// Whether a run of the search succeeded; a gas limit under the intrinsic cost or the EIP-7623
 /// floor is a failure to raise the limit from, any other refusal ends the search.
 fn succeeds(
-    attempt: Result<ExecutionResult<HaltReason>, InvalidTransaction>,
+    attempt: Result<Outcome, InvalidTransaction>,
     caller: alloy::primitives::Address,
 ) -> RpcResult<bool> {
-    match attempt {
+    match attempt.map(|outcome| outcome.result) {
         Ok(ExecutionResult::Success { .. }) => Ok(true),
         Ok(_) => Ok(false),
         Err(

@@ -4,6 +4,7 @@
 //! Answers follow geth field for field (the execution-apis fixtures are recorded from it).
 //! EVM work (eth_call, eth_estimateGas) runs on the blocking pool.
 
+pub mod call_many;
 mod config;
 mod evm;
 mod fees;
@@ -114,6 +115,13 @@ pub trait EthApi {
         state_overrides: Option<StateOverride>,
         block_overrides: Option<Box<BlockOverrides>>,
     ) -> JsonRpcResult<Bytes>;
+    #[method(name = "eth_callMany")]
+    async fn call_many(
+        &self,
+        bundles: Vec<alloy::rpc::types::Bundle>,
+        state_context: Option<call_many::StateContext>,
+        state_overrides: Option<StateOverride>,
+    ) -> JsonRpcResult<Vec<Vec<alloy::rpc::types::EthCallResponse>>>;
     #[method(name = "eth_estimateGas")]
     async fn estimate_gas(
         &self,
@@ -597,6 +605,23 @@ impl EthApiServer for Eth {
             .await?)
     }
 
+    async fn call_many(
+        &self,
+        bundles: Vec<alloy::rpc::types::Bundle>,
+        state_context: Option<call_many::StateContext>,
+        state_overrides: Option<StateOverride>,
+    ) -> JsonRpcResult<Vec<Vec<alloy::rpc::types::EthCallResponse>>> {
+        let context = state_context.unwrap_or_default();
+        let number = self.state_block(context.block_number)?;
+        let first = call_many::transactions_first(context.transaction_index);
+        let bounds = call::Bounds::starting_now(&self.ctx.limits);
+        Ok(self
+            .run_blocking(move |ctx| {
+                call_many::call_many(&ctx, number, first, bundles, state_overrides, bounds)
+            })
+            .await?)
+    }
+
     async fn estimate_gas(
         &self,
         request: TransactionRequest,
@@ -738,6 +763,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_getStorageValues", 2),
     ("eth_getTransactionCount", 2),
     ("eth_call", 4),
+    ("eth_callMany", 3),
     ("eth_estimateGas", 4),
     ("eth_createAccessList", 3),
     ("eth_gasPrice", 0),

@@ -1,0 +1,125 @@
+//! `eth_callMany` (erigon's, as reth serves it): bundles of calls run in order on one block's
+//! state, each call on the changes of those before it, for previewing a sequence of
+//! transactions (approve, then swap) without signing anything.
+//!
+//! `[bundles, stateContext?, stateOverrides?]`:
+//! - `bundles`: `[{transactions: [call, ...], blockOverride?}, ...]`; an empty bundle is
+//!   skipped (no entry in the answer), an empty list of bundles is -32602;
+//! - `stateContext`: `{blockNumber?, transactionIndex?}`: the block (default `latest`) and how
+//!   many of its transactions run before the bundles (default `-1`, all of them: the state after
+//!   the block); the calls run in that block's environment;
+//! - `stateOverrides`: applied once, before the first call.
+//!
+//! Each call is prepared as eth_call prepares one (no base-fee or nonce checks, the RPC gas cap
+//! when it names no gas) and its changes are kept, reverted or not. The answer holds, per
+//! bundle, `{value}` or `{error}` (geth's wording) per call; a call the state refuses to run at
+//! all (fees above the balance, say) fails the whole request, as in reth.
+
+use std::time::Instant;
+
+use alloy::rpc::types::{state::StateOverride, Bundle, EthCallResponse, TransactionIndex};
+use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
+use revm::{context::result::ExecutionResult, database::CacheDB};
+use serde::Deserialize;
+use simnode_api::{
+    call::{self, Bounds, CallDb},
+    replay, vm_messages, BlockParam, ModuleContext, RpcError, RpcResult,
+};
+
+use crate::evm;
+
+/// Most calls one request may hold, over all its bundles.
+pub const MAX_CALLS: usize = 1_000;
+
+/// Where the bundles run (erigon's `simulationContext`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateContext {
+    #[serde(default)]
+    pub block_number: Option<BlockParam>,
+    #[serde(default)]
+    pub transaction_index: Option<TransactionIndex>,
+}
+
+/// Runs `bundles` on the state of canonical block `number` after its first `transactions`
+/// transactions (all of them when `None`).
+pub fn call_many(
+    ctx: &ModuleContext,
+    number: u64,
+    transactions: Option<usize>,
+    bundles: Vec<Bundle>,
+    state_overrides: Option<StateOverride>,
+    bounds: Bounds,
+) -> RpcResult<Vec<Vec<EthCallResponse>>> {
+    if bundles.is_empty() {
+        return Err(RpcError::invalid_params("bundles are empty"));
+    }
+    let calls: usize = bundles.iter().map(|b| b.transactions.len()).sum();
+    if calls > MAX_CALLS {
+        return Err(RpcError::LimitExceeded(format!(
+            "{calls} calls in one eth_callMany; at most {MAX_CALLS}"
+        )));
+    }
+    let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
+    let in_block = block.body.transactions.len();
+    let mut db: CallDb = match transactions {
+        Some(n) if n < in_block => {
+            let replayed =
+                replay::state_before_tx(ctx, &block, n, bounds.deadline, || bounds.timed_out())?;
+            CacheDB {
+                cache: replayed.cache,
+                db: replayed.db.0,
+            }
+        }
+        _ => CacheDB::new(ctx.chain.state_at(number)?),
+    };
+    let block_env = ctx.spec.evm_env(&block.header);
+    if let Some(overrides) = state_overrides {
+        apply_state_overrides(overrides, &mut db)
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    }
+
+    let mut answers = Vec::with_capacity(bundles.len());
+    for Bundle {
+        transactions,
+        block_override,
+    } in bundles
+    {
+        if transactions.is_empty() {
+            continue;
+        }
+        let mut bundle_env = block_env.clone();
+        if let Some(overrides) = block_override {
+            apply_block_overrides(overrides, &mut db, &mut bundle_env.block_env);
+        }
+        let mut results = Vec::with_capacity(transactions.len());
+        for request in transactions {
+            if Instant::now() >= bounds.deadline {
+                return Err(bounds.timed_out());
+            }
+            let mut env = bundle_env.clone();
+            let (tx, _) = call::call_tx(&mut env, &db, request, bounds.gas_cap)?;
+            results.push(match evm::run_and_commit(&mut db, &env, tx, &bounds)? {
+                ExecutionResult::Success { output, .. } => EthCallResponse {
+                    value: Some(output.into_data()),
+                    error: None,
+                },
+                ExecutionResult::Revert { output, .. } => EthCallResponse {
+                    value: None,
+                    error: Some(vm_messages::revert_message(&output)),
+                },
+                ExecutionResult::Halt { reason, .. } => EthCallResponse {
+                    value: None,
+                    error: Some(vm_messages::halt_message(&reason)),
+                },
+            });
+        }
+        answers.push(results);
+    }
+    Ok(answers)
+}
+
+/// The number of transactions a `transactionIndex` lets run first (`None`: all).
+pub fn transactions_first(index: Option<TransactionIndex>) -> Option<usize> {
+    index.and_then(|i| i.index())
+}

@@ -1,0 +1,171 @@
+//! eth_callMany end to end on the imported execution-apis chain: calls see the changes of the
+//! calls and bundles before them, empty bundles are skipped, a bundle's block override holds
+//! for its calls, `transactionIndex` picks the state inside a mined block (checked against the
+//! balances the chain itself reports before and after it), and bad requests are refused.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::Node;
+
+/// Called with 32 bytes, stores them in slot 0; called with none, returns slot 0.
+const STORE_OR_LOAD: &str = "0x36600f5760005460005260206000f35b60003560005500";
+/// Returns the balance of the address given as its 32-byte calldata.
+const BALANCE_OF: &str = "0x6000353160005260206000f3";
+/// Returns the block number.
+const NUMBER: &str = "0x4360005260206000f3";
+/// Reverts with no data.
+const REVERTS: &str = "0x60006000fd";
+
+const STORE: &str = "0x00000000000000000000000000000000000000000000000000000000000000aa";
+const BALANCE: &str = "0x00000000000000000000000000000000000000000000000000000000000000ba";
+const NUM: &str = "0x00000000000000000000000000000000000000000000000000000000000000bb";
+const REV: &str = "0x00000000000000000000000000000000000000000000000000000000000000bc";
+
+fn word(value: u128) -> String {
+    format!("0x{value:064x}")
+}
+
+/// The address of a 32-byte word above.
+fn to(w: &str) -> String {
+    format!("0x{}", &w[26..])
+}
+
+/// The four contracts installed at their addresses.
+fn overrides() -> Value {
+    json!({
+        to(STORE): {"code": STORE_OR_LOAD},
+        to(BALANCE): {"code": BALANCE_OF},
+        to(NUM): {"code": NUMBER},
+        to(REV): {"code": REVERTS},
+    })
+}
+
+#[test]
+fn bundles_see_the_calls_before_them() {
+    let node = Node::execution_apis(&[]);
+    let store = to(STORE);
+    let result = node.result(
+        "eth_callMany",
+        json!([
+            [
+                {"transactions": [
+                    {"to": store, "data": word(0x2a)},
+                    {"to": store},
+                    {"to": to(REV)},
+                ]},
+                {"transactions": []},
+                {"transactions": [{"to": store}, {"to": to(NUM)}],
+                 "blockOverride": {"number": "0x1234"}},
+            ],
+            {"blockNumber": "latest"},
+            overrides(),
+        ]),
+    );
+    assert_eq!(
+        result,
+        json!([
+            [
+                {"value": "0x"},
+                {"value": word(0x2a)},
+                {"error": "execution reverted"},
+            ],
+            [{"value": word(0x2a)}, {"value": word(0x1234)}],
+        ]),
+        "the empty bundle leaves no entry"
+    );
+    // Nothing was stored: a new request starts from the chain's state.
+    let again = node.result(
+        "eth_callMany",
+        json!([[{"transactions": [{"to": store}]}], null, overrides()]),
+    );
+    assert_eq!(again, json!([[{"value": word(0)}]]));
+}
+
+#[test]
+fn transaction_index_picks_the_state_inside_a_block() {
+    let node = Node::execution_apis(&[]);
+    // A block with several transactions; its first sender's balance before and after it.
+    let (number, block) = (1..=54u64)
+        .map(|n| {
+            let block = node.result("eth_getBlockByNumber", json!([format!("{n:#x}"), true]));
+            (n, block)
+        })
+        .find(|(_, b)| b["transactions"].as_array().is_some_and(|t| t.len() >= 2))
+        .expect("a block with two transactions");
+    let txs = block["transactions"].as_array().unwrap();
+    let sender = txs[0]["from"].as_str().unwrap().to_string();
+    let before = node.result(
+        "eth_getBalance",
+        json!([sender, format!("{:#x}", number - 1)]),
+    );
+    let after = node.result("eth_getBalance", json!([sender, format!("{number:#x}")]));
+    assert_ne!(before, after, "the sender pays for its transaction");
+    let balance_at = |index: i64| {
+        let r = node.result(
+            "eth_callMany",
+            json!([
+                [{"transactions": [{"to": to(BALANCE),
+                                    "data": format!("0x{:0>64}", &sender[2..])}]}],
+                {"blockNumber": format!("{number:#x}"), "transactionIndex": index},
+                overrides(),
+            ]),
+        );
+        let hex = r[0][0]["value"].as_str().expect("a value").to_string();
+        format!("{:#x}", u128::from_str_radix(&hex[2..], 16).unwrap())
+    };
+    assert_eq!(
+        balance_at(0),
+        before.as_str().unwrap(),
+        "before the block's first"
+    );
+    assert_eq!(
+        balance_at(-1),
+        after.as_str().unwrap(),
+        "after the whole block"
+    );
+    assert_eq!(balance_at(txs.len() as i64), after.as_str().unwrap());
+    // The calls run in that block's environment.
+    let r = node.result(
+        "eth_callMany",
+        json!([
+            [{"transactions": [{"to": to(NUM)}]}],
+            {"blockNumber": format!("{number:#x}"), "transactionIndex": 1},
+            overrides(),
+        ]),
+    );
+    assert_eq!(r, json!([[{"value": word(number.into())}]]));
+}
+
+#[test]
+fn bad_requests_are_refused() {
+    let node = Node::execution_apis(&[]);
+    for (params, code) in [
+        (json!([[]]), -32602),
+        (
+            json!([[{"transactions": [{"to": to(NUM)}]}], {"transactionIndex": -2}]),
+            -32602,
+        ),
+        (
+            json!([[{"transactions": [{"to": to(NUM)}]}], {"blockNumber": "0x999"}]),
+            -32000,
+        ),
+        (
+            json!([[{"transactions": [{"to": to(NUM)}]}], {"block": "latest"}]),
+            -32602,
+        ),
+    ] {
+        let r = node.call("eth_callMany", params.clone());
+        assert_eq!(r["error"]["code"], code, "{params}: {r}");
+    }
+    // More calls than one request may hold.
+    let many: Vec<Value> = (0..1001).map(|_| json!({"to": to(NUM)})).collect();
+    let r = node.call("eth_callMany", json!([[{"transactions": many}]]));
+    assert_eq!(r["error"]["code"], -32005, "{r}");
+    // A call whose fees the sender cannot pay fails the request, as in reth.
+    let r = node.call(
+        "eth_callMany",
+        json!([[{"transactions": [{"from": to(NUM), "to": to(NUM), "gasPrice": "0x1000000000"}]}]]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+}
