@@ -4,8 +4,9 @@
 //! ([`super::ids`]), and turns a rate-limited answer into HTTP 429.
 //!
 //! jsonrpsee serves every path alike, so this layer is what makes `/v3/<key>` and `/ws/v3/<key>`
-//! (and `/health`, answered here without a key)
-//! the only doors. The key reaches methods as [`ApiKeyId`] in the request extensions; the
+//! the only doors (beside `/health`, answered here without a key). It also answers browsers'
+//! CORS preflights and adds the CORS headers ([`super::cors`]) and gzips answers for clients
+//! that take it ([`super::compression`]). The key reaches methods as [`ApiKeyId`] in the request extensions; the
 //! [`AuthedKey`] beside it carries the key's limiter to the RPC middleware, which does the
 //! per-call accounting for HTTP and WebSocket alike (only it can see batch items and WS
 //! messages).
@@ -402,9 +403,7 @@ where
         if let Some(origin) = &origin {
             if upgrade {
                 if !self.shared.ws_origins.allows(origin) {
-                    return reject(FrontDoorError::OriginNotAllowed(
-                        String::from_utf8_lossy(origin.as_bytes()).into_owned(),
-                    ));
+                    return reject(FrontDoorError::OriginNotAllowed(origin_text(origin)));
                 }
                 return self.serve(req);
             }
@@ -414,9 +413,7 @@ where
                         metrics::http_response(response.status().as_u16());
                         Box::pin(async move { Ok(response) })
                     }
-                    None => reject(FrontDoorError::OriginNotAllowed(
-                        String::from_utf8_lossy(origin.as_bytes()).into_owned(),
-                    )),
+                    None => reject(FrontDoorError::OriginNotAllowed(origin_text(origin))),
                 };
             }
         }
@@ -435,6 +432,11 @@ where
     }
 }
 
+/// An `Origin` header as text for an error message.
+fn origin_text(origin: &http::HeaderValue) -> String {
+    String::from_utf8_lossy(origin.as_bytes()).into_owned()
+}
+
 /// Paths a browser may preflight: the HTTP endpoint and `/health`.
 fn is_preflight_path(path: &str) -> bool {
     path == "/health" || path.starts_with("/v3/")
@@ -448,6 +450,8 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
+    /// Routes, authenticates and serves a request (everything but the browser and gzip
+    /// additions of [`tower::Service::call`]).
     fn serve<B>(&mut self, mut req: Request<B>) -> BoxFuture
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -491,7 +495,7 @@ where
             if !entry.access().admits_origin(origin) {
                 let named = origin.map_or_else(
                     || "none sent; this key takes requests from its listed origins only".into(),
-                    |o| String::from_utf8_lossy(o.as_bytes()).into_owned(),
+                    origin_text,
                 );
                 return reject(FrontDoorError::OriginNotAllowed(named)).await;
             }
