@@ -168,4 +168,6 @@ fn bad_requests_are_refused() {
         json!([[{"transactions": [{"from": to(NUM), "to": to(NUM), "gasPrice": "0x1000000000"}]}]]),
     );
     assert_eq!(r["error"]["code"], -32000, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("bundle 0, call 0: "), "{message}");
 }

@@ -80,11 +80,11 @@ pub fn call_many(
     }
 
     let mut answers = Vec::with_capacity(bundles.len());
-    for Bundle {
-        transactions,
-        block_override,
-    } in bundles
-    {
+    for (b, bundle) in bundles.into_iter().enumerate() {
+        let Bundle {
+            transactions,
+            block_override,
+        } = bundle;
         if transactions.is_empty() {
             continue;
         }
@@ -93,13 +93,16 @@ pub fn call_many(
             apply_block_overrides(overrides, &mut db, &mut bundle_env.block_env);
         }
         let mut results = Vec::with_capacity(transactions.len());
-        for request in transactions {
+        for (i, request) in transactions.into_iter().enumerate() {
             if Instant::now() >= bounds.deadline {
                 return Err(bounds.timed_out());
             }
             let mut env = bundle_env.clone();
-            let (tx, _) = call::call_tx(&mut env, &db, request, bounds.gas_cap)?;
-            results.push(match evm::run_and_commit(&mut db, &env, tx, &bounds)? {
+            let (tx, _) = call::call_tx(&mut env, &db, request, bounds.gas_cap)
+                .map_err(|err| located(err, b, i))?;
+            let result = evm::run_and_commit(&mut db, &env, tx, &bounds)
+                .map_err(|err| located(err, b, i))?;
+            results.push(match result {
                 ExecutionResult::Success { output, .. } => EthCallResponse {
                     value: Some(output.into_data()),
                     error: None,
@@ -117,6 +120,17 @@ pub fn call_many(
         answers.push(results);
     }
     Ok(answers)
+}
+
+/// `err` of call `call` of bundle `bundle`, saying which it was (same code).
+fn located(err: RpcError, bundle: usize, call: usize) -> RpcError {
+    let at = |msg: String| format!("bundle {bundle}, call {call}: {msg}");
+    match err {
+        RpcError::InvalidParams(msg) => RpcError::InvalidParams(at(msg)),
+        RpcError::Server(msg) => RpcError::Server(at(msg)),
+        RpcError::TransactionRejected(msg) => RpcError::TransactionRejected(at(msg)),
+        other => other,
+    }
 }
 
 /// The number of transactions a `transactionIndex` lets run first (`None`: all).
