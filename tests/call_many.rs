@@ -1,7 +1,9 @@
-//! eth_callMany end to end on the imported execution-apis chain: calls see the changes of the
-//! calls and bundles before them, empty bundles are skipped, a bundle's block override holds
-//! for its calls, `transactionIndex` picks the state inside a mined block (checked against the
+//! eth_callMany and debug_traceCallMany end to end on the imported execution-apis chain: calls
+//! see the changes of the calls and bundles before them, a bundle's block override holds for
+//! its calls, `transactionIndex` picks the state inside a mined block (checked against the
 //! balances the chain itself reports before and after it), and bad requests are refused.
+//! eth_callMany skips empty bundles; debug_traceCallMany keeps them and runs each bundle one
+//! block after the one before it (both as reth does).
 
 mod support;
 
@@ -170,4 +172,63 @@ fn bad_requests_are_refused() {
     assert_eq!(r["error"]["code"], -32000, "{r}");
     let message = r["error"]["message"].as_str().unwrap();
     assert!(message.starts_with("bundle 0, call 0: "), "{message}");
+}
+
+#[test]
+fn traced_bundles_follow_one_another() {
+    let node = Node::execution_apis(&[]);
+    let head = node.result("eth_blockNumber", json!([]));
+    let head = u128::from_str_radix(&head.as_str().unwrap()[2..], 16).unwrap();
+    let store = to(STORE);
+    let call_tracer = json!({"tracer": "callTracer", "stateOverrides": overrides()});
+    let traces = node.result(
+        "debug_traceCallMany",
+        json!([
+            [
+                {"transactions": [{"to": store, "data": word(0x2a)}, {"to": to(NUM)}]},
+                {"transactions": []},
+                {"transactions": [{"to": store}, {"to": to(NUM)}, {"to": to(REV)}]},
+            ],
+            {"blockNumber": "latest"},
+            call_tracer,
+        ]),
+    );
+    let outputs: Vec<Vec<Value>> = traces
+        .as_array()
+        .expect("bundles")
+        .iter()
+        .map(|b| {
+            b.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.get("output").cloned().unwrap_or(Value::Null))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        outputs,
+        vec![
+            vec![Value::Null, json!(word(head))],
+            vec![],
+            vec![json!(word(0x2a)), json!(word(head + 2)), Value::Null],
+        ],
+        "{traces}"
+    );
+    assert_eq!(traces[2][2]["error"], "execution reverted", "{traces}");
+
+    // One call alone traces as debug_traceCall traces it (default struct logger).
+    let request = json!({"to": store, "data": word(7)});
+    let opts = json!({"stateOverrides": overrides()});
+    let many = node.result(
+        "debug_traceCallMany",
+        json!([[{"transactions": [request]}], null, opts]),
+    );
+    let single = node.result("debug_traceCall", json!([request, "latest", opts]));
+    assert_eq!(many, json!([[single]]));
+
+    let r = node.call("debug_traceCallMany", json!([[]]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let many: Vec<Value> = (0..65).map(|_| json!({"to": to(NUM)})).collect();
+    let r = node.call("debug_traceCallMany", json!([[{"transactions": many}]]));
+    assert_eq!(r["error"]["code"], -32005, "{r}");
 }

@@ -23,6 +23,25 @@ use crate::{vm_messages, ChainSpec, RpcError, RpcLimits, RpcResult, StateError, 
 
 pub type CallDb = CacheDB<StateRef>;
 
+/// Where the bundles of `eth_callMany` / `debug_traceCallMany` run (erigon's
+/// `simulationContext`): a block (default `latest`) and how many of its transactions run first
+/// (`-1`, the default, all of them: the state after the block).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateContext {
+    #[serde(default)]
+    pub block_number: Option<crate::BlockParam>,
+    #[serde(default)]
+    pub transaction_index: Option<alloy::rpc::types::TransactionIndex>,
+}
+
+impl StateContext {
+    /// How many of the block's transactions run before the calls (`None`: all).
+    pub fn transactions_first(&self) -> Option<usize> {
+        self.transaction_index.and_then(|i| i.index())
+    }
+}
+
 /// What bounds the runs of one request: the RPC gas cap and the request's deadline.
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {

@@ -15,16 +15,21 @@
 
 use std::time::Instant;
 
-use alloy::rpc::types::{
-    trace::geth::{
-        GethDebugTracingCallOptions, GethDebugTracingOptions, GethTrace, StructLog, TraceResult,
+use alloy::{
+    primitives::U256,
+    rpc::types::{
+        trace::geth::{
+            GethDebugTracingCallOptions, GethDebugTracingOptions, GethTrace, StructLog, TraceResult,
+        },
+        Bundle, TransactionRequest,
     },
-    TransactionRequest,
 };
+use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
 use alloy_evm::{EthEvmFactory, Evm, EvmFactory, FromRecoveredTx};
 use revm::{
     context::TxEnv,
     context_interface::result::{EVMError, ResultAndState},
+    database::CacheDB,
     DatabaseCommit,
 };
 use revm_inspectors::tracing::{
@@ -174,15 +179,37 @@ pub(crate) fn trace_call(
         opts.block_overrides,
         bounds,
     )?;
-    let mut inspector = tracer(&opts.tracing_options, budget.max_bytes)?;
+    let traced = trace_one(&mut db, &env, tx, &opts.tracing_options, budget, 0)?;
+    Ok(traced.trace)
+}
+
+/// One call traced on `db`: its trace, the state it leaves (not yet committed) and the trace
+/// bytes the request has used with it.
+struct Traced {
+    trace: GethTrace,
+    state: revm::state::EvmState,
+    bytes: usize,
+}
+
+/// Traces `tx` on `db` in `env` with the tracer `opts` names, `bytes` of the request's trace
+/// budget already used by calls before it.
+fn trace_one(
+    db: &mut call::CallDb,
+    env: &alloy_evm::EvmEnv,
+    tx: TxEnv,
+    opts: &GethDebugTracingOptions,
+    budget: Budget,
+    bytes: usize,
+) -> RpcResult<Traced> {
+    let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
     let (steps, nodes) = counted(&inspector);
-    let mut guard = Guard::new(budget.deadline, 0, budget.max_bytes).counting(
+    let mut guard = Guard::new(budget.deadline, bytes, budget.max_bytes).counting(
         if steps { STEP_BYTES } else { 0 },
         if nodes { NODE_BYTES } else { 0 },
     );
     let caller = tx.caller;
     let res = EthEvmFactory::default()
-        .create_evm_with_inspector(&mut db, env.clone(), (&mut inspector, &mut guard))
+        .create_evm_with_inspector(&mut *db, env.clone(), (&mut inspector, &mut guard))
         .transact(tx.clone());
     let (recorded, full) = recorded_bytes(&inspector);
     let res = res.map_err(|err| match (guard.abort, full) {
@@ -191,16 +218,90 @@ pub(crate) fn trace_call(
         // The request itself cannot run (funds, fees, ...): geth's wording, as eth_call.
         (None, false) => call::transaction_error(err, caller),
     })?;
-    if guard.bytes.saturating_add(recorded) > budget.max_bytes {
+    let bytes = guard.bytes.saturating_add(recorded);
+    if bytes > budget.max_bytes {
         return Err(budget.too_large());
     }
     let mut trace = inspector
-        .get_result(None, &tx, &env.block_env, &res, &mut &db)
+        .get_result(None, &tx, &env.block_env, &res, &mut &*db)
         .map_err(|err| RpcError::Internal(format!("building the trace: {err}")))?;
     if let GethTrace::Default(frame) = &mut trace {
         omit_empty(&mut frame.struct_logs);
     }
-    Ok(trace)
+    Ok(Traced {
+        trace,
+        state: res.state,
+        bytes,
+    })
+}
+
+/// `debug_traceCallMany`, as reth serves it: bundles of calls on the state of canonical block
+/// `number` after its first `transactions` transactions (all when `None`), each call traced
+/// and then kept for the ones after it; state overrides once before the first call, a bundle's
+/// block override for its calls, and each bundle one block (number + 1, time + 12 s) after the
+/// one before it.
+pub(crate) fn trace_call_many(
+    ctx: &ModuleContext,
+    number: u64,
+    transactions: Option<usize>,
+    bundles: Vec<Bundle>,
+    opts: GethDebugTracingCallOptions,
+    budget: Budget,
+) -> RpcResult<Vec<Vec<GethTrace>>> {
+    if bundles.is_empty() {
+        return Err(RpcError::invalid_params("bundles are empty"));
+    }
+    let calls: usize = bundles.iter().map(|b| b.transactions.len()).sum();
+    if calls > ctx.limits.max_trace_calls {
+        return Err(RpcError::LimitExceeded(format!(
+            "{calls} calls in one debug_traceCallMany; at most {}",
+            ctx.limits.max_trace_calls
+        )));
+    }
+    tracer(&opts.tracing_options, budget.max_bytes)?;
+    let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
+    let mut db: call::CallDb = match transactions {
+        Some(n) if n < block.body.transactions.len() => {
+            let replayed =
+                replay::state_before_tx(ctx, &block, n, budget.deadline, || budget.timed_out())?;
+            CacheDB {
+                cache: replayed.cache,
+                db: replayed.db.0,
+            }
+        }
+        _ => CacheDB::new(ctx.chain.state_at(number)?),
+    };
+    if let Some(overrides) = opts.state_overrides {
+        apply_state_overrides(overrides, &mut db)
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    }
+    let gas_cap = ctx.limits.gas_cap;
+    let mut block_env = ctx.spec.evm_env(&block.header);
+    let mut bytes = 0;
+    let mut answers = Vec::with_capacity(bundles.len());
+    for Bundle {
+        transactions,
+        block_override,
+    } in bundles
+    {
+        let mut bundle_env = block_env.clone();
+        if let Some(overrides) = block_override {
+            apply_block_overrides(overrides, &mut db, &mut bundle_env.block_env);
+        }
+        let mut traces = Vec::with_capacity(transactions.len());
+        for request in transactions {
+            let mut env = bundle_env.clone();
+            let (tx, _) = call::call_tx(&mut env, &db, request, gas_cap)?;
+            let traced = trace_one(&mut db, &env, tx, &opts.tracing_options, budget, bytes)?;
+            bytes = traced.bytes;
+            db.commit(traced.state);
+            traces.push(traced.trace);
+        }
+        answers.push(traces);
+        block_env.block_env.number += U256::from(1);
+        block_env.block_env.timestamp += U256::from(12);
+    }
+    Ok(answers)
 }
 
 /// geth's struct logger leaves out what is empty (`omitempty`): a zero refund counter, empty

@@ -8,6 +8,9 @@
 //!   `callTracer` (`onlyTopCall`, `withLog`), `prestateTracer` (`diffMode`), `4byteTracer`,
 //!   `noopTracer`, `flatCallTracer`, `muxTracer`, all from revm-inspectors' `DebugInspector`.
 //!
+//! - `debug_traceCall`, `debug_traceCallMany`: transaction requests traced as eth_call /
+//!   eth_callMany run them.
+//!
 //! Parameters are typed as strictly as geth types them ([`params`]): block numbers are
 //! 0x-prefixed hex or tags, hashes 0x-prefixed 32 bytes. The genesis block is not traceable
 //! (-32000, as geth); an unknown transaction is -32000 "transaction not found", an unknown block
@@ -94,6 +97,17 @@ pub trait DebugApi {
         block: Option<Value>,
         opts: Option<Value>,
     ) -> Result<GethTrace, RpcError>;
+
+    /// Bundles of transaction requests traced in order on one block's state (reth's
+    /// `debug_traceCallMany`): `[bundles, {blockNumber, transactionIndex}, options]`, the
+    /// options being `debug_traceCall`'s tracer and `stateOverrides`.
+    #[method(name = "traceCallMany")]
+    async fn trace_call_many(
+        &self,
+        bundles: Vec<alloy::rpc::types::Bundle>,
+        state_context: Option<simnode_api::call::StateContext>,
+        opts: Option<GethDebugTracingCallOptions>,
+    ) -> Result<Vec<Vec<GethTrace>>, RpcError>;
 
     /// The pre-state a stateless client needs to re-execute a block named by number, tag or
     /// hash: trie nodes, codes and ancestor headers.
@@ -326,6 +340,27 @@ impl DebugApiServer for Debug {
         .await
     }
 
+    async fn trace_call_many(
+        &self,
+        bundles: Vec<alloy::rpc::types::Bundle>,
+        state_context: Option<simnode_api::call::StateContext>,
+        opts: Option<GethDebugTracingCallOptions>,
+    ) -> Result<Vec<Vec<GethTrace>>, RpcError> {
+        let context = state_context.unwrap_or_default();
+        let param = context.block_number.unwrap_or(BlockParam::LATEST);
+        let first = context.transactions_first();
+        let opts = opts.unwrap_or_default();
+        let tracing = opts.tracing_options.clone();
+        self.traced(&tracing, move |ctx, budget| {
+            let number = ctx
+                .chain
+                .resolve(&param)?
+                .ok_or_else(|| not_found_number(&param))?;
+            exec::trace_call_many(ctx, number, first, bundles, opts, budget)
+        })
+        .await
+    }
+
     async fn execution_witness(&self, block: Option<Value>) -> Result<ExecutionWitness, RpcError> {
         let param = params::block_number_or_hash(&params::required(block, "block")?)?;
         // geth's answers: the pending block is not executed, genesis has no parent to start from.
@@ -367,6 +402,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("debug_traceBlockByNumber", 2),
     ("debug_traceBlockByHash", 2),
     ("debug_traceCall", 3),
+    ("debug_traceCallMany", 3),
     ("debug_executionWitness", 1),
 ];
 

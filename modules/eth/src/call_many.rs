@@ -17,29 +17,18 @@
 
 use std::time::Instant;
 
-use alloy::rpc::types::{state::StateOverride, Bundle, EthCallResponse, TransactionIndex};
+use alloy::rpc::types::{state::StateOverride, Bundle, EthCallResponse};
 use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
 use revm::{context::result::ExecutionResult, database::CacheDB};
-use serde::Deserialize;
 use simnode_api::{
     call::{self, Bounds, CallDb},
-    replay, vm_messages, BlockParam, ModuleContext, RpcError, RpcResult,
+    replay, vm_messages, ModuleContext, RpcError, RpcResult,
 };
 
 use crate::evm;
 
 /// Most calls one request may hold, over all its bundles.
 pub const MAX_CALLS: usize = 1_000;
-
-/// Where the bundles run (erigon's `simulationContext`).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct StateContext {
-    #[serde(default)]
-    pub block_number: Option<BlockParam>,
-    #[serde(default)]
-    pub transaction_index: Option<TransactionIndex>,
-}
 
 /// Runs `bundles` on the state of canonical block `number` after its first `transactions`
 /// transactions (all of them when `None`).
@@ -131,9 +120,4 @@ fn located(err: RpcError, bundle: usize, call: usize) -> RpcError {
         RpcError::TransactionRejected(msg) => RpcError::TransactionRejected(at(msg)),
         other => other,
     }
-}
-
-/// The number of transactions a `transactionIndex` lets run first (`None`: all).
-pub fn transactions_first(index: Option<TransactionIndex>) -> Option<usize> {
-    index.and_then(|i| i.index())
 }

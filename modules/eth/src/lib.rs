@@ -119,7 +119,7 @@ pub trait EthApi {
     async fn call_many(
         &self,
         bundles: Vec<alloy::rpc::types::Bundle>,
-        state_context: Option<call_many::StateContext>,
+        state_context: Option<call::StateContext>,
         state_overrides: Option<StateOverride>,
     ) -> JsonRpcResult<Vec<Vec<alloy::rpc::types::EthCallResponse>>>;
     #[method(name = "eth_estimateGas")]
@@ -608,12 +608,12 @@ impl EthApiServer for Eth {
     async fn call_many(
         &self,
         bundles: Vec<alloy::rpc::types::Bundle>,
-        state_context: Option<call_many::StateContext>,
+        state_context: Option<call::StateContext>,
         state_overrides: Option<StateOverride>,
     ) -> JsonRpcResult<Vec<Vec<alloy::rpc::types::EthCallResponse>>> {
         let context = state_context.unwrap_or_default();
         let number = self.state_block(context.block_number)?;
-        let first = call_many::transactions_first(context.transaction_index);
+        let first = context.transactions_first();
         let bounds = call::Bounds::starting_now(&self.ctx.limits);
         Ok(self
             .run_blocking(move |ctx| {
