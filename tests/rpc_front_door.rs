@@ -232,6 +232,13 @@ impl Reply {
             .unwrap_or_default()
             .to_string()
     }
+    /// A response header as text.
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    }
 }
 
 async fn http(
@@ -372,13 +379,6 @@ async fn cors_for_browser_pages_by_default() {
     let key = add_key(node.dir.path(), "page", &["--rps", "1", "--burst", "2"]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let origin = ("origin", "https://wallet.example");
-    let header = |reply: &Reply, name: &str| {
-        reply
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
 
     let preflight = http_with(
         node.addr(),
@@ -394,12 +394,14 @@ async fn cors_for_browser_pages_by_default() {
     .await;
     assert_eq!(preflight.status, 204, "{preflight:?}");
     assert_eq!(
-        header(&preflight, "access-control-allow-origin").as_deref(),
+        preflight.header("access-control-allow-origin").as_deref(),
         Some("*")
     );
-    assert!(header(&preflight, "access-control-allow-methods").is_some_and(|m| m.contains("POST")));
+    assert!(preflight
+        .header("access-control-allow-methods")
+        .is_some_and(|m| m.contains("POST")));
     assert_eq!(
-        header(&preflight, "access-control-allow-headers").as_deref(),
+        preflight.header("access-control-allow-headers").as_deref(),
         Some("content-type,x-client")
     );
 
@@ -420,27 +422,27 @@ async fn cors_for_browser_pages_by_default() {
     assert_eq!(ok.status, 200, "{ok:?}");
     assert_eq!(ok.json()["result"], "hi");
     assert_eq!(
-        header(&ok, "access-control-allow-origin").as_deref(),
+        ok.header("access-control-allow-origin").as_deref(),
         Some("*")
     );
     let plain = post(key.clone(), false).await;
     assert_eq!(plain.status, 200, "{plain:?}");
-    assert_eq!(header(&plain, "access-control-allow-origin"), None);
+    assert_eq!(plain.header("access-control-allow-origin"), None);
     // The page can read the error, and when to retry.
     let limited = post(key.clone(), true).await;
     assert_eq!(limited.status, 429, "{limited:?}");
     assert_eq!(
-        header(&limited, "access-control-allow-origin").as_deref(),
+        limited.header("access-control-allow-origin").as_deref(),
         Some("*")
     );
     assert_eq!(
-        header(&limited, "access-control-expose-headers").as_deref(),
+        limited.header("access-control-expose-headers").as_deref(),
         Some("Retry-After")
     );
     let bad_key = post("nope".into(), true).await;
     assert_eq!(bad_key.status, 401, "{bad_key:?}");
     assert_eq!(
-        header(&bad_key, "access-control-allow-origin").as_deref(),
+        bad_key.header("access-control-allow-origin").as_deref(),
         Some("*")
     );
     node.server.stop();
@@ -626,17 +628,10 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
             }
         };
     let big = "0xabcdef".repeat(2_000);
-    let header = |reply: &Reply, name: &str| {
-        reply
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
 
     let plain = send(&node, &key, echo(big.clone()), &[]).await;
     assert_eq!(plain.status, 200);
-    assert_eq!(header(&plain, "content-encoding"), None);
+    assert_eq!(plain.header("content-encoding"), None);
     let zipped = send(
         &node,
         &key,
@@ -645,10 +640,12 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
     )
     .await;
     assert_eq!(zipped.status, 200);
-    assert_eq!(header(&zipped, "content-encoding").as_deref(), Some("gzip"));
-    assert!(header(&zipped, "vary").is_some_and(|v| v.contains("Accept-Encoding")));
+    assert_eq!(zipped.header("content-encoding").as_deref(), Some("gzip"));
+    assert!(zipped
+        .header("vary")
+        .is_some_and(|v| v.contains("Accept-Encoding")));
     assert_eq!(
-        header(&zipped, "content-length"),
+        zipped.header("content-length"),
         Some(zipped.raw.len().to_string())
     );
     assert!(
@@ -672,7 +669,7 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
         &[("accept-encoding", "gzip")],
     )
     .await;
-    assert_eq!(header(&zipped, "content-encoding").as_deref(), Some("gzip"));
+    assert_eq!(zipped.header("content-encoding").as_deref(), Some("gzip"));
     let mut unzipped = String::new();
     std::io::Read::read_to_string(
         &mut flate2::read::GzDecoder::new(&zipped.raw[..]),
@@ -692,7 +689,7 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
         &[("accept-encoding", "gzip")],
     )
     .await;
-    assert_eq!(header(&small, "content-encoding"), None);
+    assert_eq!(small.header("content-encoding"), None);
     assert_eq!(small.json()["result"], "hi");
     let refused = send(
         &node,
@@ -701,7 +698,7 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
         &[("accept-encoding", "gzip;q=0")],
     )
     .await;
-    assert_eq!(header(&refused, "content-encoding"), None);
+    assert_eq!(refused.header("content-encoding"), None);
     let off = send(
         &plain_node,
         &plain_key,
@@ -709,7 +706,7 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
         &[("accept-encoding", "gzip")],
     )
     .await;
-    assert_eq!(header(&off, "content-encoding"), None);
+    assert_eq!(off.header("content-encoding"), None);
     assert_eq!(off.text, plain.text);
     // Errors too, and together with CORS.
     let browser = send(
@@ -724,7 +721,7 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
     .await;
     assert_eq!(browser.status, 401);
     assert_eq!(
-        header(&browser, "access-control-allow-origin").as_deref(),
+        browser.header("access-control-allow-origin").as_deref(),
         Some("*")
     );
     node.server.stop();

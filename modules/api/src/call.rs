@@ -42,6 +42,34 @@ impl StateContext {
     }
 }
 
+/// The state bundles of calls start from: after canonical `block`'s first `transactions`
+/// transactions (replayed as mined, after its pre-block system calls), or after the whole
+/// block when `None` or at least its transaction count; `state_overrides` on top.
+pub fn bundles_start(
+    ctx: &crate::ModuleContext,
+    block: &crate::StoredBlock,
+    transactions: Option<usize>,
+    state_overrides: Option<StateOverride>,
+    deadline: Instant,
+    timed_out: impl Fn() -> RpcError,
+) -> RpcResult<CallDb> {
+    let mut db = match transactions {
+        Some(n) if n < block.body.transactions.len() => {
+            let replayed = crate::replay::state_before_tx(ctx, block, n, deadline, timed_out)?;
+            CacheDB {
+                cache: replayed.cache,
+                db: replayed.db.0,
+            }
+        }
+        _ => CacheDB::new(ctx.chain.state_at(block.number())?),
+    };
+    if let Some(overrides) = state_overrides {
+        apply_state_overrides(overrides, &mut db)
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    }
+    Ok(db)
+}
+
 /// What bounds the runs of one request: the RPC gas cap and the request's deadline.
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {

@@ -24,12 +24,11 @@ use alloy::{
         Bundle, TransactionRequest,
     },
 };
-use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
+use alloy_evm::overrides::apply_block_overrides;
 use alloy_evm::{EthEvmFactory, Evm, EvmFactory, FromRecoveredTx};
 use revm::{
     context::TxEnv,
     context_interface::result::{EVMError, ResultAndState},
-    database::CacheDB,
     DatabaseCommit,
 };
 use revm_inspectors::tracing::{
@@ -260,21 +259,14 @@ pub(crate) fn trace_call_many(
     }
     tracer(&opts.tracing_options, budget.max_bytes)?;
     let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
-    let mut db: call::CallDb = match transactions {
-        Some(n) if n < block.body.transactions.len() => {
-            let replayed =
-                replay::state_before_tx(ctx, &block, n, budget.deadline, || budget.timed_out())?;
-            CacheDB {
-                cache: replayed.cache,
-                db: replayed.db.0,
-            }
-        }
-        _ => CacheDB::new(ctx.chain.state_at(number)?),
-    };
-    if let Some(overrides) = opts.state_overrides {
-        apply_state_overrides(overrides, &mut db)
-            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-    }
+    let mut db = call::bundles_start(
+        ctx,
+        &block,
+        transactions,
+        opts.state_overrides,
+        budget.deadline,
+        || budget.timed_out(),
+    )?;
     let gas_cap = ctx.limits.gas_cap;
     let mut block_env = ctx.spec.evm_env(&block.header);
     let mut bytes = 0;

@@ -208,6 +208,13 @@ fn parse_go_duration(s: &str) -> Option<Duration> {
     Some(Duration::from_nanos(total.min(u64::MAX as f64) as u64))
 }
 
+/// The canonical block `param` names, or geth's "block ... not found".
+fn resolved(ctx: &ModuleContext, param: &BlockParam) -> RpcResult<u64> {
+    ctx.chain
+        .resolve(param)?
+        .ok_or_else(|| not_found_number(param))
+}
+
 fn not_found_number(param: &BlockParam) -> RpcError {
     RpcError::Server(match param {
         BlockParam::Number(n) => format!("block #{n} not found"),
@@ -278,10 +285,7 @@ impl DebugApiServer for Debug {
         let opts = tracing_options(opts)?;
         let traced = opts.clone();
         self.traced(&opts, move |ctx, budget| {
-            let number = ctx
-                .chain
-                .resolve(&param)?
-                .ok_or_else(|| not_found_number(&param))?;
+            let number = resolved(ctx, &param)?;
             let block = ctx
                 .chain
                 .block(number)?
@@ -331,11 +335,7 @@ impl DebugApiServer for Debug {
         };
         let tracing = opts.tracing_options.clone();
         self.traced(&tracing, move |ctx, budget| {
-            let number = ctx
-                .chain
-                .resolve(&param)?
-                .ok_or_else(|| not_found_number(&param))?;
-            exec::trace_call(ctx, number, request, opts, budget)
+            exec::trace_call(ctx, resolved(ctx, &param)?, request, opts, budget)
         })
         .await
     }
@@ -352,10 +352,7 @@ impl DebugApiServer for Debug {
         let opts = opts.unwrap_or_default();
         let tracing = opts.tracing_options.clone();
         self.traced(&tracing, move |ctx, budget| {
-            let number = ctx
-                .chain
-                .resolve(&param)?
-                .ok_or_else(|| not_found_number(&param))?;
+            let number = resolved(ctx, &param)?;
             exec::trace_call_many(ctx, number, first, bundles, opts, budget)
         })
         .await

@@ -18,11 +18,11 @@
 use std::time::Instant;
 
 use alloy::rpc::types::{state::StateOverride, Bundle, EthCallResponse};
-use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
-use revm::{context::result::ExecutionResult, database::CacheDB};
+use alloy_evm::overrides::apply_block_overrides;
+use revm::context::result::ExecutionResult;
 use simnode_api::{
-    call::{self, Bounds, CallDb},
-    replay, vm_messages, ModuleContext, RpcError, RpcResult,
+    call::{self, Bounds},
+    vm_messages, ModuleContext, RpcError, RpcResult,
 };
 
 use crate::evm;
@@ -50,23 +50,15 @@ pub fn call_many(
         )));
     }
     let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
-    let in_block = block.body.transactions.len();
-    let mut db: CallDb = match transactions {
-        Some(n) if n < in_block => {
-            let replayed =
-                replay::state_before_tx(ctx, &block, n, bounds.deadline, || bounds.timed_out())?;
-            CacheDB {
-                cache: replayed.cache,
-                db: replayed.db.0,
-            }
-        }
-        _ => CacheDB::new(ctx.chain.state_at(number)?),
-    };
+    let mut db = call::bundles_start(
+        ctx,
+        &block,
+        transactions,
+        state_overrides,
+        bounds.deadline,
+        || bounds.timed_out(),
+    )?;
     let block_env = ctx.spec.evm_env(&block.header);
-    if let Some(overrides) = state_overrides {
-        apply_state_overrides(overrides, &mut db)
-            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-    }
 
     let mut answers = Vec::with_capacity(bundles.len());
     for (b, bundle) in bundles.into_iter().enumerate() {

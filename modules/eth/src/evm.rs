@@ -45,10 +45,7 @@ pub fn run(
     tx: TxEnv,
     bounds: &Bounds,
 ) -> RpcResult<ExecutionResult<HaltReason>> {
-    let caller = tx.caller;
-    Ok(attempt(db, env, tx, bounds)?
-        .map_err(|invalid| refused(&invalid, caller))?
-        .result)
+    Ok(outcome(db, env, tx, bounds)?.result)
 }
 
 /// [`run`], then the run's changes written into `db` (a reverted or halted call still pays
@@ -59,10 +56,15 @@ pub fn run_and_commit(
     tx: TxEnv,
     bounds: &Bounds,
 ) -> RpcResult<ExecutionResult<HaltReason>> {
-    let caller = tx.caller;
-    let outcome = attempt(db, env, tx, bounds)?.map_err(|invalid| refused(&invalid, caller))?;
+    let outcome = outcome(db, env, tx, bounds)?;
     db.commit(outcome.state);
     Ok(outcome.result)
+}
+
+/// A run's result and state, or geth's refusal of a transaction the EVM will not run.
+fn outcome(db: &mut CallDb, env: &EvmEnv, tx: TxEnv, bounds: &Bounds) -> RpcResult<Outcome> {
+    let caller = tx.caller;
+    attempt(db, env, tx, bounds)?.map_err(|invalid| refused(&invalid, caller))
 }
 
 /// [`run`] with `inspector` beside the deadline guard.
