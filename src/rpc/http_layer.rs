@@ -6,10 +6,12 @@
 //! jsonrpsee serves every path alike, so this layer is what makes `/v3/<key>` and `/ws/v3/<key>`
 //! the only doors (beside `/health`, answered here without a key). It also answers browsers'
 //! CORS preflights and adds the CORS headers ([`super::cors`]) and gzips answers for clients
-//! that take it ([`super::compression`]). The key reaches methods as [`ApiKeyId`] in the request extensions; the
-//! [`AuthedKey`] beside it carries the key's limiter to the RPC middleware, which does the
-//! per-call accounting for HTTP and WebSocket alike (only it can see batch items and WS
-//! messages).
+//! that take it ([`super::compression`]).
+//!
+//! The key reaches methods as [`ApiKeyId`](simnode_api::ApiKeyId) in the request extensions;
+//! the [`AuthedKey`] beside it carries the key's limiter and access lists to the RPC
+//! middleware, which does the per-call accounting for HTTP and WebSocket alike (only it can see
+//! batch items and WS messages).
 
 use std::{
     future::Future,
