@@ -768,6 +768,13 @@ async fn a_key_limited_to_some_methods() {
 
     let listed = keys_cli(node.dir.path(), &["list"]).expect("keys list");
     assert!(listed.contains("test_echo,test_a*"), "{listed}");
+    // A pattern no module serves is kept, with a warning (this test's methods are its own).
+    let out = keys_cli(node.dir.path(), &["methods", &key, "eth_cal,trace_*"]).expect("methods");
+    assert!(out.contains("warning: eth_cal matches no method"), "{out}");
+    assert!(
+        !out.contains("warning: trace_*"),
+        "trace_* matches served methods: {out}"
+    );
     // Every method again.
     let out = keys_cli(node.dir.path(), &["methods", &key, "*"]).expect("keys methods");
     assert!(out.trim_end().ends_with("any"), "{out}");

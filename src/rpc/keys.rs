@@ -803,7 +803,7 @@ pub enum KeysAction {
     /// giving none, or `*`, takes requests from anywhere again.
     Origins {
         key: String,
-        #[arg(value_parser = super::cors::parse_origin_flag)]
+        #[arg(value_delimiter = ',', value_parser = super::cors::parse_origin_flag)]
         origins: Vec<String>,
         #[command(flatten)]
         datadir: DatadirArg,
@@ -812,7 +812,7 @@ pub enum KeysAction {
     /// allows every method again.
     Methods {
         key: String,
-        #[arg(value_parser = parse_method_pattern)]
+        #[arg(value_delimiter = ',', value_parser = parse_method_pattern)]
         methods: Vec<String>,
         #[command(flatten)]
         datadir: DatadirArg,
@@ -841,6 +841,7 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             methods,
             datadir,
         } => {
+            let patterns = methods.clone();
             let access = KeyAccess {
                 origins: access_list(origins)?,
                 methods: access_list(methods)?,
@@ -852,6 +853,8 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             writeln!(out, "id {}  name {}", record.id, record.name)?;
             writeln!(out, "HTTP: POST /v3/{key}   WebSocket: /ws/v3/{key}")?;
             writeln!(out, "The key is shown only now; simnode stores its hash.")?;
+            // After the key: scripts read it from the first line.
+            warn_unserved(out, &patterns)?;
         }
         KeysAction::List { datadir } => {
             let records = datadir.open()?.list()?;
@@ -937,6 +940,9 @@ fn set_access(
     list: AccessList,
     values: Vec<String>,
 ) -> anyhow::Result<()> {
+    if list == AccessList::Methods {
+        warn_unserved(out, &values)?;
+    }
     let record = datadir
         .open()?
         .set_access(key, list, access_list(values)?)?;
@@ -949,6 +955,27 @@ fn set_access(
         record.name,
         show_list(list.of(&mut access))
     )?;
+    Ok(())
+}
+
+/// Says which of a key's method patterns match no method this build serves: most likely a
+/// typo, which would otherwise only show as refused calls. Kept anyway (the key file may
+/// serve another version too).
+fn warn_unserved(out: &mut impl std::io::Write, patterns: &[String]) -> anyhow::Result<()> {
+    let served: Vec<&str> = super::modules::MODULE_METHOD_PARAMS
+        .iter()
+        .chain([&crate::sync::testing::METHOD_PARAMS])
+        .flat_map(|table| table.iter().map(|(name, _)| *name))
+        .collect();
+    for pattern in patterns.iter().filter(|p| p.as_str() != "*") {
+        let probe = KeyAccess {
+            origins: vec![],
+            methods: vec![pattern.clone()],
+        };
+        if !served.iter().any(|m| probe.admits_method(m)) {
+            writeln!(out, "warning: {pattern} matches no method simnode serves")?;
+        }
+    }
     Ok(())
 }
 
