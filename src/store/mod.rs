@@ -757,7 +757,11 @@ fn prune_side_blocks(tx: &WriteTransaction, finalized: u64) -> Result<(), StoreE
             if number <= finalized {
                 break false;
             }
-            if links.contains_key(&parent) {
+            if let Some(&(parent_number, _)) = links.get(&parent) {
+                // Numbers fall by one per step, so the walk ends even on a damaged table.
+                if parent_number + 1 != number {
+                    break false;
+                }
                 cursor = parent;
                 continue;
             }
