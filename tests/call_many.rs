@@ -160,6 +160,17 @@ fn bad_requests_are_refused() {
         let r = node.call("eth_callMany", params.clone());
         assert_eq!(r["error"]["code"], code, "{params}: {r}");
     }
+    // erigon's fourth parameter: the request's own, shorter deadline (calls that loop until
+    // their gas runs out; the deadline is checked between them).
+    let looping = json!({to(NUM): {"code": "0x5b600056"}});
+    let calls: Vec<Value> = (0..3)
+        .map(|_| json!({"to": to(NUM), "gas": "0x2faf080"}))
+        .collect();
+    let r = node.call(
+        "eth_callMany",
+        json!([[{"transactions": calls}], null, looping, 1]),
+    );
+    assert_eq!(r["error"]["code"], -32016, "{r}");
     // More calls than one request may hold.
     let many: Vec<Value> = (0..1001).map(|_| json!({"to": to(NUM)})).collect();
     let r = node.call("eth_callMany", json!([[{"transactions": many}]]));

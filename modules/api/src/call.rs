@@ -88,6 +88,16 @@ impl Bounds {
         }
     }
 
+    /// [`Self::starting_now`], with the request's own timeout when it asks for a shorter one.
+    pub fn starting_now_within(limits: &RpcLimits, asked: Option<Duration>) -> Self {
+        let timeout = asked.map_or(limits.evm_timeout, |asked| asked.min(limits.evm_timeout));
+        Self {
+            gas_cap: limits.gas_cap,
+            deadline: Instant::now() + timeout,
+            timeout,
+        }
+    }
+
     pub fn timed_out(&self) -> RpcError {
         RpcError::Timeout(self.timeout.as_millis() as u64)
     }

@@ -8,7 +8,9 @@
 //! - `stateContext`: `{blockNumber?, transactionIndex?}`: the block (default `latest`) and how
 //!   many of its transactions run before the bundles (default `-1`, all of them: the state after
 //!   the block); the calls run in that block's environment;
-//! - `stateOverrides`: applied once, before the first call.
+//! - `stateOverrides`: applied once, before the first call;
+//! - `timeoutMilliSeconds` (erigon's fourth parameter): a deadline shorter than the node's
+//!   `--rpc.evm-timeout` (a longer one is cut to it), -32016 past it.
 //!
 //! Each call is prepared as eth_call prepares one (no base-fee or nonce checks, the RPC gas cap
 //! when it names no gas) and its changes are kept, reverted or not. The answer holds, per
