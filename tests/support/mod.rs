@@ -181,11 +181,22 @@ pub fn import_execution_apis_chain() -> TempDir {
 // The node process
 // ---------------------------------------------------------------------------------------------
 
+/// A port nothing listens on now and that this process has not handed out before: the OS may
+/// offer a just-released port again at once, and two nodes (or a node's HTTP and Engine API)
+/// given the same one fail to start.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// The API key the harness starts nodes with.
