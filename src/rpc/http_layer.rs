@@ -400,14 +400,14 @@ where
         let upgrade = is_upgrade(&req);
         let gzip = self.shared.compression && !upgrade && compression::accepts_gzip(req.headers());
         if origin.is_none() && !gzip {
-            return self.serve(req);
+            return self.serve(req, upgrade);
         }
         if let Some(origin) = &origin {
             if upgrade {
                 if !self.shared.ws_origins.allows(origin) {
                     return reject(FrontDoorError::OriginNotAllowed(origin_text(origin)));
                 }
-                return self.serve(req);
+                return self.serve(req, upgrade);
             }
             if req.method() == Method::OPTIONS && is_preflight_path(req.uri().path()) {
                 return match cors::preflight(&self.shared.cors, origin, req.headers()) {
@@ -420,7 +420,7 @@ where
             }
         }
         let shared = self.shared.clone();
-        let answer = self.serve(req);
+        let answer = self.serve(req, upgrade);
         Box::pin(async move {
             let mut response = answer.await?;
             if let Some(origin) = &origin {
@@ -453,13 +453,12 @@ where
     S::Future: Send + 'static,
 {
     /// Routes, authenticates and serves a request (everything but the browser and gzip
-    /// additions of [`tower::Service::call`]).
-    fn serve<B>(&mut self, mut req: Request<B>) -> BoxFuture
+    /// additions of [`tower::Service::call`]); `upgrade`: it asks for a WebSocket.
+    fn serve<B>(&mut self, mut req: Request<B>, upgrade: bool) -> BoxFuture
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let upgrade = is_upgrade(&req);
         let path = req.uri().path().to_string();
         let (key, transport) = match route(req.method(), &path, upgrade) {
             Route::Rpc { key, transport } => (key, transport),
