@@ -87,6 +87,15 @@ fn test_methods() -> RpcModule<()> {
         })
         .expect("register");
     module
+        .register_method("test_text", |params, _, ext| {
+            // A result a method has as JSON text (a cached answer, say): `[n, "x" * n]`.
+            let n: usize = params.one()?;
+            let text = format!(r#"[{n},"{}"]"#, "x".repeat(n));
+            simnode_api::raw_answer::answer(ext, Bytes::from(text))
+                .map_err(|err| ErrorObjectOwned::owned(-32603, err.to_string(), None::<()>))
+        })
+        .expect("register");
+    module
         .register_async_method("test_sleep", |params, _, _| async move {
             let ms: u64 = params.one()?;
             tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -1077,6 +1086,89 @@ async fn json_rpc_conformance() {
     // Response size limit.
     let big = node.call(&key, "test_big", json!([10_000])).await;
     assert_eq!(big.error_code(), -32008, "{big:?}");
+    node.server.stop();
+}
+
+/// A result a method leaves as JSON text reaches the client the same on every path: a single
+/// HTTP request (written around the text by the front door), a batch item and a WebSocket
+/// message (both through jsonrpsee), with any id, gzipped or not, and past the response size
+/// limit as the same -32008.
+#[tokio::test]
+async fn results_left_as_text_read_the_same_on_every_path() {
+    let node = Node::start("text-results", "dev", |args| {
+        args.max_response_size = 4096;
+    })
+    .await;
+    let key = add_key(node.dir.path(), "tara", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let path = format!("/v3/{key}");
+    let expected = |id: &str, n: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":[{n},"{}"]}}"#,
+            "x".repeat(n)
+        )
+    };
+
+    for id in ["1", r#""a-b""#, "-3", "null"] {
+        let single = node
+            .post(
+                &path,
+                &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"test_text","params":[5]}}"#),
+            )
+            .await;
+        assert_eq!(single.text, expected(id, 5), "id {id}");
+        assert_eq!(
+            single.header("content-length"),
+            Some(single.text.len().to_string())
+        );
+    }
+    let batch = node
+        .post(
+            &path,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"test_text","params":[5]},{"jsonrpc":"2.0","id":2,"method":"test_text","params":[2]}]"#,
+        )
+        .await;
+    assert_eq!(
+        batch.text,
+        format!("[{},{}]", expected("1", 5), expected("2", 2))
+    );
+    let mut ws = node.ws(&key).await;
+    // (Over WS the answer is read as a JSON value, keys in any order.)
+    let over_ws = ws.call(4, "test_text", json!([5])).await;
+    assert_eq!(
+        over_ws,
+        serde_json::from_str::<Value>(&expected("4", 5)).unwrap()
+    );
+
+    // Large enough to be gzipped: the same text once unzipped.
+    let body = r#"{"jsonrpc":"2.0","id":9,"method":"test_text","params":[3000]}"#;
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept-encoding", "gzip"),
+    ];
+    let zipped = http_with(node.addr(), "POST", &path, &headers, body.into()).await;
+    assert_eq!(zipped.header("content-encoding").as_deref(), Some("gzip"));
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&zipped.raw[..]),
+        &mut text,
+    )
+    .expect("gunzip");
+    assert_eq!(text, expected("9", 3000));
+
+    // Past the limit: the error jsonrpsee gives, single or in a batch.
+    let too_big = node.call(&key, "test_text", json!([5000])).await;
+    assert_eq!(too_big.error_code(), -32008, "{too_big:?}");
+    let in_batch = node
+        .post(
+            &path,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"test_text","params":[5000]}]"#,
+        )
+        .await;
+    assert_eq!(in_batch.json()[0]["error"]["code"], -32008, "{in_batch:?}");
+    // The limit counts the whole answer: a result that fits only without the envelope too.
+    let edge = node.call(&key, "test_text", json!([4096 - 10])).await;
+    assert_eq!(edge.error_code(), -32008, "{edge:?}");
     node.server.stop();
 }
 

@@ -35,8 +35,9 @@ use super::{
     error::{retry_after_header, FrontDoorError},
     health, ids,
     keys::KeyEntry,
-    metrics, workers,
+    metrics, raw_result, workers,
 };
+use simnode_api::raw_answer::RawAnswerSlot;
 
 /// The authenticated key of a request (HTTP request or WS connection).
 #[derive(Debug, Clone)]
@@ -105,6 +106,8 @@ pub struct FrontDoorConfig {
     /// gzip answers for clients that accept it.
     pub compression: bool,
     pub max_request_body_size: u32,
+    /// The largest answer (`--rpc.max-response-size`), for results methods leave as text.
+    pub max_response_body_size: usize,
     pub max_ws_connections: usize,
 }
 
@@ -121,6 +124,7 @@ struct Shared {
     ws_origins: cors::Origins,
     compression: bool,
     max_request_body_size: u32,
+    max_response_body_size: usize,
     max_ws_connections: usize,
     ws_slots: Arc<Semaphore>,
 }
@@ -136,6 +140,7 @@ impl FrontDoorLayer {
                 ws_origins: config.ws_origins,
                 compression: config.compression,
                 max_request_body_size: config.max_request_body_size,
+                max_response_body_size: config.max_response_body_size,
                 max_ws_connections: config.max_ws_connections,
             }),
         }
@@ -286,19 +291,28 @@ fn is_batch(body: &[u8]) -> bool {
 }
 
 /// Sends `body` on with the request's head and, for a rewritten body, puts the client's ids
-/// back into the answer.
+/// back into the answer. A single request's method may leave its result as text for the
+/// answer (see [`raw_result`]).
 async fn dispatch<S>(
     inner: &mut S,
-    parts: http::request::Parts,
+    mut parts: http::request::Parts,
     body: Bytes,
     rewrite: Option<&ids::Rewrite>,
+    max_response_bytes: usize,
 ) -> Result<HttpResponse, BoxError>
 where
     S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>,
 {
-    let response = inner
+    let slot = (!is_batch(&body)).then(|| RawAnswerSlot::new(max_response_bytes));
+    if let Some(slot) = &slot {
+        parts.extensions.insert(slot.clone());
+    }
+    let mut response = inner
         .call(Request::from_parts(parts, HttpBody::new(Full::new(body))))
         .await?;
+    if let Some(slot) = &slot {
+        response = raw_result::fill(response, slot, max_response_bytes).await?;
+    }
     let Some(rewrite) = rewrite else {
         return Ok(response);
     };
@@ -344,6 +358,7 @@ async fn serve_body<S>(
     inner: &mut S,
     parts: http::request::Parts,
     body: Bytes,
+    max_response_bytes: usize,
 ) -> Result<HttpResponse, BoxError>
 where
     S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>,
@@ -353,7 +368,7 @@ where
         let sent = rewrite
             .as_ref()
             .map_or_else(|| body.clone(), |r| Bytes::from(r.body.clone()));
-        return dispatch(inner, parts, sent, rewrite.as_ref()).await;
+        return dispatch(inner, parts, sent, rewrite.as_ref(), max_response_bytes).await;
     }
     // What a second dispatch needs of the head, kept without cloning it (an ordinary request
     // never needs it).
@@ -361,7 +376,7 @@ where
         parts.uri.clone(),
         parts.extensions.get::<AuthedKey>().cloned(),
     );
-    let response = dispatch(inner, parts, body.clone(), None).await?;
+    let response = dispatch(inner, parts, body.clone(), None, max_response_bytes).await?;
     let unanswered = response.extensions().get::<NoAnswer>().is_some();
     let Some(rewrite) = unanswered.then(|| ids::fix_single(&body)).flatten() else {
         return Ok(response);
@@ -372,7 +387,7 @@ where
     let head = resend_head(uri, key, charged)?;
     let sent = Bytes::from(rewrite.body.clone());
     std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-    dispatch(inner, head, sent, Some(&rewrite)).await
+    dispatch(inner, head, sent, Some(&rewrite), max_response_bytes).await
 }
 
 impl<S, B> tower::Service<Request<B>> for FrontDoor<S>
@@ -523,7 +538,7 @@ where
                         }
                         Err(BodyError::Stream(err)) => return Err(err),
                     };
-                    serve_body(&mut inner, parts, body).await?
+                    serve_body(&mut inner, parts, body, shared.max_response_body_size).await?
                 }
                 Transport::Ws => {
                     let Ok(permit) = shared.ws_slots.clone().try_acquire_owned() else {

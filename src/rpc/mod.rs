@@ -43,6 +43,7 @@ pub mod middleware;
 pub mod modules;
 pub mod param_errors;
 pub mod policy;
+pub mod raw_result;
 pub mod redis_keys;
 pub mod workers;
 
@@ -390,6 +391,7 @@ pub async fn start(
             ws_origins: config.ws_origins.clone(),
             compression: config.compression,
             max_request_body_size: config.max_request_size,
+            max_response_body_size: config.max_response_size as usize,
             max_ws_connections: config.max_ws_connections as usize,
         },
     ));

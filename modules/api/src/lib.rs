@@ -14,6 +14,7 @@ pub mod guard;
 pub mod limits;
 pub mod offload;
 pub mod pool;
+pub mod raw_answer;
 pub mod raw_tx;
 pub mod replay;
 pub mod state;

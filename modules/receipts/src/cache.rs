@@ -9,10 +9,11 @@ use std::{
 };
 
 use alloy::primitives::B256;
-use serde_json::value::RawValue;
+use bytes::Bytes;
 
 struct Entry {
-    value: Box<RawValue>,
+    /// JSON text; cloning it is a reference count, not a copy of the text.
+    value: Bytes,
     tick: u64,
 }
 
@@ -38,7 +39,7 @@ impl ResponseCache {
         }
     }
 
-    pub fn get(&self, key: &B256) -> Option<Box<RawValue>> {
+    pub fn get(&self, key: &B256) -> Option<Bytes> {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let inner = &mut *guard;
         let tick = inner.next_tick;
@@ -50,8 +51,8 @@ impl ResponseCache {
         Some(entry.value.clone())
     }
 
-    pub fn insert(&self, key: B256, value: Box<RawValue>) {
-        let size = value.get().len();
+    pub fn insert(&self, key: B256, value: Bytes) {
+        let size = value.len();
         if size > self.max_bytes {
             return;
         }
@@ -59,14 +60,14 @@ impl ResponseCache {
         let inner = &mut *guard;
         if let Some(old) = inner.entries.remove(&key) {
             inner.order.remove(&old.tick);
-            inner.bytes -= old.value.get().len();
+            inner.bytes -= old.value.len();
         }
         while inner.bytes + size > self.max_bytes {
             let Some((_, oldest)) = inner.order.pop_first() else {
                 break;
             };
             if let Some(old) = inner.entries.remove(&oldest) {
-                inner.bytes -= old.value.get().len();
+                inner.bytes -= old.value.len();
             }
         }
         let tick = inner.next_tick;
@@ -98,8 +99,8 @@ impl ResponseCache {
 mod tests {
     use super::*;
 
-    fn raw(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.to_owned()).unwrap()
+    fn raw(s: &str) -> Bytes {
+        Bytes::from(s.to_owned())
     }
 
     #[test]
@@ -116,7 +117,7 @@ mod tests {
         assert!(cache.get(&a).is_some()); // a is now most recent
         cache.insert(c, raw("\"ccccccc\""));
         assert!(cache.get(&b).is_none(), "b was least recently used");
-        assert_eq!(cache.get(&a).unwrap().get(), "\"aaaaaaa\"");
+        assert_eq!(cache.get(&a).unwrap(), raw("\"aaaaaaa\""));
         assert!(cache.get(&c).is_some());
         assert_eq!(cache.bytes(), 18);
         cache.insert(B256::ZERO, raw(&format!("\"{}\"", "x".repeat(40))));

@@ -12,9 +12,12 @@ use alloy::{
     eips::eip4844::DATA_GAS_PER_BLOB,
     rpc::types::{Log, TransactionReceipt},
 };
-use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
+use bytes::Bytes;
+use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, types::Extensions};
 use serde_json::value::RawValue;
-use simnode_api::{BlockParam, ChainSpec, ModuleContext, RpcError, RpcResult, StoredBlock};
+use simnode_api::{
+    raw_answer, BlockParam, ChainSpec, ModuleContext, RpcError, RpcResult, StoredBlock,
+};
 
 pub use cache::ResponseCache;
 
@@ -182,7 +185,7 @@ pub fn parse_block_param(param: Option<serde_json::Value>) -> RpcResult<BlockPar
 #[rpc(server, namespace = "eth")]
 pub trait ReceiptsApi {
     /// All receipts of a block, or `null` when there is no such block.
-    #[method(name = "getBlockReceipts")]
+    #[method(name = "getBlockReceipts", with_extensions)]
     fn get_block_receipts(&self, block: Option<serde_json::Value>) -> JsonRpcResult<Box<RawValue>>;
 }
 
@@ -204,20 +207,22 @@ impl Receipts {
         }
     }
 
-    /// The serialized answer for a block parameter.
-    pub fn block_receipts_json(&self, param: &BlockParam) -> RpcResult<Box<RawValue>> {
+    /// The answer for a block parameter, as JSON text: the receipts, or `null` when there is
+    /// no such block.
+    pub fn block_receipts_json(&self, param: &BlockParam) -> RpcResult<Bytes> {
+        const NULL: Bytes = Bytes::from_static(b"null");
         let chain = &self.ctx.chain;
         let Some(number) = chain.resolve(param)? else {
-            return Ok(null());
+            return Ok(NULL);
         };
         let Some(hash) = chain.canonical_hash(number)? else {
-            return Ok(null());
+            return Ok(NULL);
         };
         if let Some(cached) = self.cache.get(&hash) {
             return Ok(cached);
         }
         let Some(block) = chain.block(number)? else {
-            return Ok(null());
+            return Ok(NULL);
         };
         if block.hash() != hash {
             // The head moved between the two reads; answer for what the block read says.
@@ -228,27 +233,28 @@ impl Receipts {
         Ok(json)
     }
 
-    fn serialize_block(&self, block: &StoredBlock) -> RpcResult<Box<RawValue>> {
+    fn serialize_block(&self, block: &StoredBlock) -> RpcResult<Bytes> {
         if block.body.transactions.is_empty() {
-            return RawValue::from_string("[]".to_owned()).map_err(RpcError::internal);
+            return Ok(Bytes::from_static(b"[]"));
         }
         let receipts = self.ctx.chain.receipts(block.number())?.ok_or_else(|| {
             RpcError::Internal(format!("receipts of block {} missing", block.number()))
         })?;
         let built = build_block_receipts(&self.ctx.spec, block, &receipts)?;
-        serde_json::value::to_raw_value(&built).map_err(RpcError::internal)
+        Ok(serde_json::to_vec(&built)
+            .map_err(RpcError::internal)?
+            .into())
     }
 }
 
-fn null() -> Box<RawValue> {
-    // "null" is always valid JSON.
-    RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable!())
-}
-
 impl ReceiptsApiServer for Receipts {
-    fn get_block_receipts(&self, block: Option<serde_json::Value>) -> JsonRpcResult<Box<RawValue>> {
+    fn get_block_receipts(
+        &self,
+        ext: &Extensions,
+        block: Option<serde_json::Value>,
+    ) -> JsonRpcResult<Box<RawValue>> {
         let param = parse_block_param(block)?;
-        Ok(self.block_receipts_json(&param)?)
+        Ok(raw_answer::answer(ext, self.block_receipts_json(&param)?)?)
     }
 }
 
