@@ -7,15 +7,18 @@
 //! thirds of the node's CPU per request (perf, the execution-apis chain's block 2).
 //!
 //! So for a single JSON-RPC request over HTTP the front door puts a [`RawAnswerSlot`] into the
-//! request's extensions. A method with a large result calls [`answer`]: when the slot is there
-//! the text goes into it and jsonrpsee gets a `null` stand-in; the front door then writes the
-//! answer's body around the text itself. Batches and WebSocket messages have no slot, and the
-//! result goes back through jsonrpsee as usual.
+//! request's extensions. A method with a large result calls [`answer`] (a result it has as
+//! text) or [`answer_value`] (one it has as a value): when the slot is there the text goes into
+//! it and jsonrpsee gets a `null` stand-in; the front door then writes the answer's body around
+//! the text itself. Batches and WebSocket messages have no slot, and the result goes back
+//! through jsonrpsee as usual. Small results gain nothing from this (one transfer's
+//! `eth_simulateV1` answer, 1.9 KB, measured the same CPU per request either way).
 
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use jsonrpsee::types::Extensions;
+use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::{RpcError, RpcResult};
@@ -35,6 +38,11 @@ impl RawAnswerSlot {
             max_bytes,
             text: Arc::default(),
         }
+    }
+
+    /// The slot the front door offered with a request, if it did.
+    pub fn of(extensions: &Extensions) -> Option<Self> {
+        extensions.get::<Self>().cloned()
     }
 
     /// The result a method left here, if any.
@@ -61,6 +69,57 @@ pub fn answer(extensions: &Extensions, json: Bytes) -> RpcResult<Box<RawValue>> 
     RawValue::from_string(text).map_err(RpcError::internal)
 }
 
+/// A method's result for jsonrpsee: the value, or the `null` stand-in of a value left as text
+/// in the request's slot.
+// Clone: jsonrpsee asks it of every result type.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Answer<T> {
+    Value(T),
+    LeftInSlot,
+}
+
+/// `value` as a method's result: serialized into `slot` when there is one (the caller's
+/// thread does the serializing: call it where the work is, off the RPC threads for heavy
+/// results), else given to jsonrpsee as it is. A value whose text would pass the slot's limit
+/// goes to jsonrpsee too, which stops writing at the limit and answers "response too big".
+pub fn answer_value<T: Serialize>(slot: Option<&RawAnswerSlot>, value: T) -> Answer<T> {
+    let Some(slot) = slot else {
+        return Answer::Value(value);
+    };
+    let mut text = BoundedText {
+        bytes: Vec::new(),
+        max: slot.max_bytes,
+    };
+    match serde_json::to_writer(&mut text, &value) {
+        Ok(()) => {
+            slot.put(text.bytes.into());
+            Answer::LeftInSlot
+        }
+        Err(_) => Answer::Value(value),
+    }
+}
+
+/// A buffer that refuses to grow past `max` bytes.
+struct BoundedText {
+    bytes: Vec<u8>,
+    max: usize,
+}
+
+impl std::io::Write for BoundedText {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > self.max {
+            return Err(std::io::Error::other("past the response size limit"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn null() -> Box<RawValue> {
     // "null" is JSON.
     RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable!())
@@ -79,6 +138,23 @@ mod tests {
         assert_eq!(stand_in.get(), "null");
         assert_eq!(slot.take().as_deref(), Some(&b"[1,2]"[..]));
         assert_eq!(slot.take(), None, "taken once");
+    }
+
+    #[test]
+    fn a_value_goes_to_the_slot_as_text_when_there_is_one_and_it_fits() {
+        let value = serde_json::json!({"a": [1, 2, 3]});
+        let plain = answer_value(None, value.clone());
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"a":[1,2,3]}"#);
+
+        let slot = RawAnswerSlot::new(100);
+        let left = answer_value(Some(&slot), value.clone());
+        assert_eq!(serde_json::to_string(&left).unwrap(), "null");
+        assert_eq!(slot.take().as_deref(), Some(&br#"{"a":[1,2,3]}"#[..]));
+
+        let small = RawAnswerSlot::new(5);
+        let too_big = answer_value(Some(&small), value);
+        assert_eq!(serde_json::to_string(&too_big).unwrap(), r#"{"a":[1,2,3]}"#);
+        assert_eq!(small.take(), None);
     }
 
     #[test]

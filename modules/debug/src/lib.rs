@@ -39,10 +39,12 @@ use alloy::{
         TransactionRequest,
     },
 };
-use jsonrpsee::{core::async_trait, proc_macros::rpc};
+use jsonrpsee::{core::async_trait, proc_macros::rpc, types::Extensions};
 use serde_json::Value;
 use simnode_api::{
-    block_id::BlockTag, BlockParam, ExecutionWitness, ModuleContext, RpcError, RpcResult,
+    block_id::BlockTag,
+    raw_answer::{answer_value, Answer, RawAnswerSlot},
+    BlockParam, ExecutionWitness, ModuleContext, RpcError, RpcResult,
 };
 use tokio::sync::Semaphore;
 
@@ -65,28 +67,28 @@ pub trait DebugApi {
     fn get_raw_transaction(&self, hash: Option<Value>) -> Result<Option<Bytes>, RpcError>;
 
     /// Traces one mined transaction.
-    #[method(name = "traceTransaction")]
+    #[method(name = "traceTransaction", with_extensions)]
     async fn trace_transaction(
         &self,
         hash: Option<Value>,
         opts: Option<Value>,
-    ) -> Result<GethTrace, RpcError>;
+    ) -> Result<Answer<GethTrace>, RpcError>;
 
     /// Traces every transaction of a block named by number or tag.
-    #[method(name = "traceBlockByNumber")]
+    #[method(name = "traceBlockByNumber", with_extensions)]
     async fn trace_block_by_number(
         &self,
         number: Option<Value>,
         opts: Option<Value>,
-    ) -> Result<Vec<TraceResult>, RpcError>;
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError>;
 
     /// Traces every transaction of a block named by hash.
-    #[method(name = "traceBlockByHash")]
+    #[method(name = "traceBlockByHash", with_extensions)]
     async fn trace_block_by_hash(
         &self,
         hash: Option<Value>,
         opts: Option<Value>,
-    ) -> Result<Vec<TraceResult>, RpcError>;
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError>;
 
     /// Traces a transaction request on the state after a block (default latest), run as
     /// eth_call runs it; the options take `stateOverrides`, `blockOverrides` and `txIndex`.
@@ -249,12 +251,14 @@ impl DebugApiServer for Debug {
 
     async fn trace_transaction(
         &self,
+        ext: &Extensions,
         hash: Option<Value>,
         opts: Option<Value>,
-    ) -> Result<GethTrace, RpcError> {
+    ) -> Result<Answer<GethTrace>, RpcError> {
         let hash = params::hash(&params::required(hash, "transaction hash")?)?;
         let opts = tracing_options(opts)?;
         let traced = opts.clone();
+        let slot = RawAnswerSlot::of(ext);
         self.traced(&opts, move |ctx, budget| {
             let not_found = || RpcError::Server("transaction not found".into());
             let loc = ctx
@@ -268,7 +272,9 @@ impl DebugApiServer for Debug {
             }
             let mut results = exec::trace_block(ctx, &block, &traced, budget, Some(index))?;
             match results.pop() {
-                Some(TraceResult::Success { result, .. }) => Ok(result),
+                Some(TraceResult::Success { result, .. }) => {
+                    Ok(answer_value(slot.as_ref(), result))
+                }
                 Some(TraceResult::Error { error, .. }) => Err(RpcError::Server(error)),
                 None => Err(RpcError::internal("transaction was not traced")),
             }
@@ -278,31 +284,36 @@ impl DebugApiServer for Debug {
 
     async fn trace_block_by_number(
         &self,
+        ext: &Extensions,
         number: Option<Value>,
         opts: Option<Value>,
-    ) -> Result<Vec<TraceResult>, RpcError> {
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
         let param = params::block_number(&params::required(number, "block number")?)?;
         let opts = tracing_options(opts)?;
         let traced = opts.clone();
+        let slot = RawAnswerSlot::of(ext);
         self.traced(&opts, move |ctx, budget| {
             let number = resolved(ctx, &param)?;
             let block = ctx
                 .chain
                 .block(number)?
                 .ok_or_else(|| not_found_number(&param))?;
-            exec::trace_block(ctx, &block, &traced, budget, None)
+            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
+            Ok(answer_value(slot.as_ref(), traces))
         })
         .await
     }
 
     async fn trace_block_by_hash(
         &self,
+        ext: &Extensions,
         hash: Option<Value>,
         opts: Option<Value>,
-    ) -> Result<Vec<TraceResult>, RpcError> {
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
         let hash = params::hash(&params::required(hash, "block hash")?)?;
         let opts = tracing_options(opts)?;
         let traced = opts.clone();
+        let slot = RawAnswerSlot::of(ext);
         self.traced(&opts, move |ctx, budget| {
             let not_found = || RpcError::Server(format!("block {hash} not found"));
             let number = ctx.chain.block_number(&hash)?.ok_or_else(not_found)?;
@@ -310,7 +321,8 @@ impl DebugApiServer for Debug {
             if block.hash() != hash {
                 return Err(not_found());
             }
-            exec::trace_block(ctx, &block, &traced, budget, None)
+            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
+            Ok(answer_value(slot.as_ref(), traces))
         })
         .await
     }

@@ -26,11 +26,13 @@ use alloy::{
         TransactionInfo, TransactionReceipt, TransactionRequest,
     },
 };
-use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
+use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, types::Extensions};
 use revm::DatabaseRef;
 use serde_json::Value;
 use simnode_api::{
-    call, BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock,
+    call,
+    raw_answer::{answer_value, Answer, RawAnswerSlot},
+    BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock,
 };
 
 /// What `web3_clientVersion` answers.
@@ -156,8 +158,8 @@ pub trait EthApi {
         percentiles: Option<Vec<f64>>,
     ) -> JsonRpcResult<Value>;
 
-    #[method(name = "eth_getLogs")]
-    fn logs(&self, filter: Value) -> JsonRpcResult<Vec<Log>>;
+    #[method(name = "eth_getLogs", with_extensions)]
+    fn logs(&self, filter: Value) -> JsonRpcResult<Answer<Vec<Log>>>;
 
     #[method(name = "eth_sendRawTransaction")]
     fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256>;
@@ -705,8 +707,9 @@ impl EthApiServer for Eth {
         Ok(value)
     }
 
-    fn logs(&self, filter: Value) -> JsonRpcResult<Vec<Log>> {
-        Ok(logs::get_logs(&self.ctx, &filter)?)
+    fn logs(&self, ext: &Extensions, filter: Value) -> JsonRpcResult<Answer<Vec<Log>>> {
+        let logs = logs::get_logs(&self.ctx, &filter)?;
+        Ok(answer_value(RawAnswerSlot::of(ext).as_ref(), logs))
     }
 
     fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256> {

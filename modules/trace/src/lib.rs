@@ -50,9 +50,11 @@ use alloy::{
     },
 };
 use exec::{Budget, Overrides};
-use jsonrpsee::{core::async_trait, proc_macros::rpc};
+use jsonrpsee::{core::async_trait, proc_macros::rpc, types::Extensions};
 use simnode_api::{
-    offload, BlockParam, ModuleContext, RpcError, RpcLimits, RpcResult, StoredBlock,
+    offload,
+    raw_answer::{answer_value, Answer, RawAnswerSlot},
+    BlockParam, ModuleContext, RpcError, RpcLimits, RpcResult, StoredBlock,
 };
 use tokio::sync::Semaphore;
 
@@ -125,12 +127,12 @@ pub trait TraceApi {
     ) -> Result<TraceResults, RpcError>;
 
     /// Traces every transaction of a mined block as it ran; `null` for an unknown block.
-    #[method(name = "replayBlockTransactions")]
+    #[method(name = "replayBlockTransactions", with_extensions)]
     async fn replay_block_transactions(
         &self,
         block: BlockParam,
         trace_types: HashSet<TraceType>,
-    ) -> Result<Option<Vec<TraceResultsWithTransactionHash>>, RpcError>;
+    ) -> Result<Option<Answer<Vec<TraceResultsWithTransactionHash>>>, RpcError>;
 
     /// Traces one mined transaction as it ran in its block.
     #[method(name = "replayTransaction")]
@@ -142,11 +144,11 @@ pub trait TraceApi {
 
     /// The call trees of a mined block's transactions (and its rewards before the merge);
     /// `null` for an unknown block.
-    #[method(name = "block")]
+    #[method(name = "block", with_extensions)]
     async fn block(
         &self,
         block: BlockParam,
-    ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError>;
+    ) -> Result<Option<Answer<Vec<LocalizedTransactionTrace>>>, RpcError>;
 
     /// The call tree of one mined transaction; `null` when it is not mined.
     #[method(name = "transaction")]
@@ -157,9 +159,11 @@ pub trait TraceApi {
 
     /// The traces of a block range (at most [`MAX_FILTER_BLOCKS`] blocks) whose addresses match
     /// the filter, after `after` of them, at most `count`.
-    #[method(name = "filter")]
-    async fn filter(&self, filter: TraceFilter)
-        -> Result<Vec<LocalizedTransactionTrace>, RpcError>;
+    #[method(name = "filter", with_extensions)]
+    async fn filter(
+        &self,
+        filter: TraceFilter,
+    ) -> Result<Answer<Vec<LocalizedTransactionTrace>>, RpcError>;
 
     /// One trace of a mined transaction, by its place in `trace_transaction`'s list (one
     /// index, as OpenEthereum and reth take it); `null` when there is none.
@@ -291,15 +295,18 @@ impl TraceApiServer for Trace {
 
     async fn replay_block_transactions(
         &self,
+        ext: &Extensions,
         block: BlockParam,
         trace_types: HashSet<TraceType>,
-    ) -> Result<Option<Vec<TraceResultsWithTransactionHash>>, RpcError> {
+    ) -> Result<Option<Answer<Vec<TraceResultsWithTransactionHash>>>, RpcError> {
         let Some(block) = self.stored_block(&block)? else {
             return Ok(None);
         };
+        let slot = RawAnswerSlot::of(ext);
         self.traced(move |ctx, limits, stop_at| {
             let mut budget = Budget::new(limits, stop_at);
-            replay::trace_types(ctx, limits, &block, &trace_types, None, &mut budget)
+            let traces = replay::trace_types(ctx, limits, &block, &trace_types, None, &mut budget)?;
+            Ok(answer_value(slot.as_ref(), traces))
         })
         .await
         .map(Some)
@@ -326,14 +333,17 @@ impl TraceApiServer for Trace {
 
     async fn block(
         &self,
+        ext: &Extensions,
         block: BlockParam,
-    ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError> {
+    ) -> Result<Option<Answer<Vec<LocalizedTransactionTrace>>>, RpcError> {
         let Some(block) = self.stored_block(&block)? else {
             return Ok(None);
         };
+        let slot = RawAnswerSlot::of(ext);
         self.traced(move |ctx, limits, stop_at| {
             let mut budget = Budget::new(limits, stop_at);
-            replay::localized(ctx, limits, &block, None, &mut budget)
+            let traces = replay::localized(ctx, limits, &block, None, &mut budget)?;
+            Ok(answer_value(slot.as_ref(), traces))
         })
         .await
         .map(Some)
@@ -361,8 +371,9 @@ impl TraceApiServer for Trace {
 
     async fn filter(
         &self,
+        ext: &Extensions,
         filter: TraceFilter,
-    ) -> Result<Vec<LocalizedTransactionTrace>, RpcError> {
+    ) -> Result<Answer<Vec<LocalizedTransactionTrace>>, RpcError> {
         let head = self.ctx.chain.head().latest;
         let from = filter.from_block.unwrap_or(0);
         let to = filter.to_block.unwrap_or(head);
@@ -386,6 +397,7 @@ impl TraceApiServer for Trace {
         let count = filter
             .count
             .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        let slot = RawAnswerSlot::of(ext);
         self.traced(move |ctx, limits, stop_at| {
             let matcher = filter.matcher();
             let mut budget = Budget::new(limits, stop_at);
@@ -398,7 +410,8 @@ impl TraceApiServer for Trace {
                 let traces = replay::localized(ctx, limits, &block, None, &mut budget)?;
                 matching.extend(traces.into_iter().filter(|t| matcher.matches(&t.trace)));
             }
-            Ok(matching.into_iter().skip(after).take(count).collect())
+            let page: Vec<_> = matching.into_iter().skip(after).take(count).collect();
+            Ok(answer_value(slot.as_ref(), page))
         })
         .await
     }
