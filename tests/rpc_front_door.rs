@@ -91,8 +91,9 @@ fn test_methods() -> RpcModule<()> {
             // A result a method has as JSON text (a cached answer, say): `[n, "x" * n]`.
             let n: usize = params.one()?;
             let text = format!(r#"[{n},"{}"]"#, "x".repeat(n));
-            simnode_api::raw_answer::answer(ext, Bytes::from(text))
-                .map_err(|err| ErrorObjectOwned::owned(-32603, err.to_string(), None::<()>))
+            let json = serde_json::value::RawValue::from_string(text).expect("JSON");
+            let json = simnode_api::raw_answer::SharedJson::new(json);
+            Ok::<_, ErrorObjectOwned>(simnode_api::raw_answer::answer(ext, json))
         })
         .expect("register");
     module

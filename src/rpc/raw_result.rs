@@ -92,6 +92,8 @@ fn too_big(id: &RawValue, max_response_bytes: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use simnode_api::raw_answer::SharedJson;
+
     use super::*;
 
     fn answer(body: &str) -> HttpResponse {
@@ -116,7 +118,8 @@ mod tests {
         let slot = RawAnswerSlot::new(1000);
         let mut extensions = http::Extensions::new();
         extensions.insert(slot.clone());
-        simnode_api::raw_answer::answer(&extensions, Bytes::from_static(text.as_bytes())).unwrap();
+        let json = RawValue::from_string(text.to_owned()).unwrap();
+        simnode_api::raw_answer::answer(&extensions, SharedJson::new(json));
         slot
     }
 

@@ -21,8 +21,6 @@ use jsonrpsee::types::Extensions;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::{RpcError, RpcResult};
-
 /// Where a method leaves its result as JSON text for the front door. One per request.
 #[derive(Debug, Clone)]
 pub struct RawAnswerSlot {
@@ -55,18 +53,43 @@ impl RawAnswerSlot {
     }
 }
 
-/// What a method returns for a result it has as JSON text (`json` must be valid JSON): the
-/// `null` stand-in when the front door offered a slot and the text went there, else the text
-/// itself for jsonrpsee.
-pub fn answer(extensions: &Extensions, json: Bytes) -> RpcResult<Box<RawValue>> {
+/// JSON text shared without copying (a cached answer, say): the front door sends these very
+/// bytes, and jsonrpsee writes them as a raw value.
+#[derive(Debug, Clone)]
+pub struct SharedJson(Arc<RawValue>);
+
+impl SharedJson {
+    pub fn new(json: Box<RawValue>) -> Self {
+        Self(Arc::from(json))
+    }
+
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl AsRef<[u8]> for SharedJson {
+    fn as_ref(&self) -> &[u8] {
+        self.0.get().as_bytes()
+    }
+}
+
+impl Serialize for SharedJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// A result a method has as JSON text: into the slot when the front door offered one (the
+/// text is not copied), else to jsonrpsee.
+pub fn answer(extensions: &Extensions, json: SharedJson) -> Answer<SharedJson> {
     if let Some(slot) = extensions.get::<RawAnswerSlot>() {
-        if json.len() <= slot.max_bytes {
-            slot.put(json);
-            return Ok(null());
+        if json.get().len() <= slot.max_bytes {
+            slot.put(Bytes::from_owner(json));
+            return Answer::LeftInSlot;
         }
     }
-    let text = String::from_utf8(Vec::from(json)).map_err(RpcError::internal)?;
-    RawValue::from_string(text).map_err(RpcError::internal)
+    Answer::Value(json)
 }
 
 /// A method's result for jsonrpsee: the value, or the `null` stand-in of a value left as text
@@ -120,22 +143,24 @@ impl std::io::Write for BoundedText {
     }
 }
 
-fn null() -> Box<RawValue> {
-    // "null" is JSON.
-    RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable!())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn json(text: &str) -> SharedJson {
+        SharedJson::new(RawValue::from_string(text.to_owned()).unwrap())
+    }
+
+    fn written(answer: &Answer<SharedJson>) -> String {
+        serde_json::to_string(answer).unwrap()
+    }
 
     #[test]
     fn with_a_slot_the_text_goes_there_and_null_to_jsonrpsee() {
         let slot = RawAnswerSlot::new(100);
         let mut extensions = Extensions::new();
         extensions.insert(slot.clone());
-        let stand_in = answer(&extensions, Bytes::from_static(b"[1,2]")).unwrap();
-        assert_eq!(stand_in.get(), "null");
+        assert_eq!(written(&answer(&extensions, json("[1,2]"))), "null");
         assert_eq!(slot.take().as_deref(), Some(&b"[1,2]"[..]));
         assert_eq!(slot.take(), None, "taken once");
     }
@@ -159,15 +184,13 @@ mod tests {
 
     #[test]
     fn without_a_slot_or_past_its_limit_the_text_goes_to_jsonrpsee() {
-        let text = Bytes::from_static(b"{\"a\":[1,2,3]}");
-        let plain = answer(&Extensions::new(), text.clone()).unwrap();
-        assert_eq!(plain.get(), "{\"a\":[1,2,3]}");
+        let text = r#"{"a":[1,2,3]}"#;
+        assert_eq!(written(&answer(&Extensions::new(), json(text))), text);
 
         let slot = RawAnswerSlot::new(4);
         let mut extensions = Extensions::new();
         extensions.insert(slot.clone());
-        let too_big = answer(&extensions, text).unwrap();
-        assert_eq!(too_big.get(), "{\"a\":[1,2,3]}");
+        assert_eq!(written(&answer(&extensions, json(text))), text);
         assert_eq!(slot.take(), None);
     }
 }

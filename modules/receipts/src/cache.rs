@@ -9,11 +9,11 @@ use std::{
 };
 
 use alloy::primitives::B256;
-use bytes::Bytes;
+use simnode_api::raw_answer::SharedJson;
 
 struct Entry {
-    /// JSON text; cloning it is a reference count, not a copy of the text.
-    value: Bytes,
+    /// Cloning it is a reference count, not a copy of the text.
+    value: SharedJson,
     tick: u64,
 }
 
@@ -39,7 +39,7 @@ impl ResponseCache {
         }
     }
 
-    pub fn get(&self, key: &B256) -> Option<Bytes> {
+    pub fn get(&self, key: &B256) -> Option<SharedJson> {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let inner = &mut *guard;
         let tick = inner.next_tick;
@@ -51,8 +51,8 @@ impl ResponseCache {
         Some(entry.value.clone())
     }
 
-    pub fn insert(&self, key: B256, value: Bytes) {
-        let size = value.len();
+    pub fn insert(&self, key: B256, value: SharedJson) {
+        let size = value.get().len();
         if size > self.max_bytes {
             return;
         }
@@ -60,14 +60,14 @@ impl ResponseCache {
         let inner = &mut *guard;
         if let Some(old) = inner.entries.remove(&key) {
             inner.order.remove(&old.tick);
-            inner.bytes -= old.value.len();
+            inner.bytes -= old.value.get().len();
         }
         while inner.bytes + size > self.max_bytes {
             let Some((_, oldest)) = inner.order.pop_first() else {
                 break;
             };
             if let Some(old) = inner.entries.remove(&oldest) {
-                inner.bytes -= old.value.len();
+                inner.bytes -= old.value.get().len();
             }
         }
         let tick = inner.next_tick;
@@ -99,8 +99,8 @@ impl ResponseCache {
 mod tests {
     use super::*;
 
-    fn raw(s: &str) -> Bytes {
-        Bytes::from(s.to_owned())
+    fn raw(s: &str) -> SharedJson {
+        SharedJson::new(serde_json::value::RawValue::from_string(s.to_owned()).unwrap())
     }
 
     #[test]
@@ -117,7 +117,7 @@ mod tests {
         assert!(cache.get(&a).is_some()); // a is now most recent
         cache.insert(c, raw("\"ccccccc\""));
         assert!(cache.get(&b).is_none(), "b was least recently used");
-        assert_eq!(cache.get(&a).unwrap(), raw("\"aaaaaaa\""));
+        assert_eq!(cache.get(&a).unwrap().get(), "\"aaaaaaa\"");
         assert!(cache.get(&c).is_some());
         assert_eq!(cache.bytes(), 18);
         cache.insert(B256::ZERO, raw(&format!("\"{}\"", "x".repeat(40))));

@@ -12,11 +12,11 @@ use alloy::{
     eips::eip4844::DATA_GAS_PER_BLOB,
     rpc::types::{Log, TransactionReceipt},
 };
-use bytes::Bytes;
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, types::Extensions};
 use serde_json::value::RawValue;
 use simnode_api::{
-    raw_answer, BlockParam, ChainSpec, ModuleContext, RpcError, RpcResult, StoredBlock,
+    raw_answer::{self, Answer, SharedJson},
+    BlockParam, ChainSpec, ModuleContext, RpcError, RpcResult, StoredBlock,
 };
 
 pub use cache::ResponseCache;
@@ -186,7 +186,10 @@ pub fn parse_block_param(param: Option<serde_json::Value>) -> RpcResult<BlockPar
 pub trait ReceiptsApi {
     /// All receipts of a block, or `null` when there is no such block.
     #[method(name = "getBlockReceipts", with_extensions)]
-    fn get_block_receipts(&self, block: Option<serde_json::Value>) -> JsonRpcResult<Box<RawValue>>;
+    fn get_block_receipts(
+        &self,
+        block: Option<serde_json::Value>,
+    ) -> JsonRpcResult<Answer<SharedJson>>;
 }
 
 /// The receipts module: the node's view plus the response cache.
@@ -209,20 +212,19 @@ impl Receipts {
 
     /// The answer for a block parameter, as JSON text: the receipts, or `null` when there is
     /// no such block.
-    pub fn block_receipts_json(&self, param: &BlockParam) -> RpcResult<Bytes> {
-        const NULL: Bytes = Bytes::from_static(b"null");
+    pub fn block_receipts_json(&self, param: &BlockParam) -> RpcResult<SharedJson> {
         let chain = &self.ctx.chain;
         let Some(number) = chain.resolve(param)? else {
-            return Ok(NULL);
+            return json("null");
         };
         let Some(hash) = chain.canonical_hash(number)? else {
-            return Ok(NULL);
+            return json("null");
         };
         if let Some(cached) = self.cache.get(&hash) {
             return Ok(cached);
         }
         let Some(block) = chain.block(number)? else {
-            return Ok(NULL);
+            return json("null");
         };
         if block.hash() != hash {
             // The head moved between the two reads; answer for what the block read says.
@@ -233,18 +235,22 @@ impl Receipts {
         Ok(json)
     }
 
-    fn serialize_block(&self, block: &StoredBlock) -> RpcResult<Bytes> {
+    fn serialize_block(&self, block: &StoredBlock) -> RpcResult<SharedJson> {
         if block.body.transactions.is_empty() {
-            return Ok(Bytes::from_static(b"[]"));
+            return json("[]");
         }
         let receipts = self.ctx.chain.receipts(block.number())?.ok_or_else(|| {
             RpcError::Internal(format!("receipts of block {} missing", block.number()))
         })?;
         let built = build_block_receipts(&self.ctx.spec, block, &receipts)?;
-        Ok(serde_json::to_vec(&built)
-            .map_err(RpcError::internal)?
-            .into())
+        let text = serde_json::value::to_raw_value(&built).map_err(RpcError::internal)?;
+        Ok(SharedJson::new(text))
     }
+}
+
+fn json(text: &str) -> RpcResult<SharedJson> {
+    let raw = RawValue::from_string(text.to_owned()).map_err(RpcError::internal)?;
+    Ok(SharedJson::new(raw))
 }
 
 impl ReceiptsApiServer for Receipts {
@@ -252,9 +258,9 @@ impl ReceiptsApiServer for Receipts {
         &self,
         ext: &Extensions,
         block: Option<serde_json::Value>,
-    ) -> JsonRpcResult<Box<RawValue>> {
+    ) -> JsonRpcResult<Answer<SharedJson>> {
         let param = parse_block_param(block)?;
-        Ok(raw_answer::answer(ext, self.block_receipts_json(&param)?)?)
+        Ok(raw_answer::answer(ext, self.block_receipts_json(&param)?))
     }
 }
 
