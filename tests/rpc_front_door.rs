@@ -303,6 +303,14 @@ async fn http_with(
     }
 }
 
+/// A gzip body as text.
+fn gunzip(raw: &[u8]) -> String {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(raw), &mut text)
+        .expect("a gzip stream");
+    text
+}
+
 struct Ws(
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
 );
@@ -663,12 +671,7 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
         "{} bytes",
         zipped.raw.len()
     );
-    let mut unzipped = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(&zipped.raw[..]),
-        &mut unzipped,
-    )
-    .expect("a gzip stream");
+    let unzipped = gunzip(&zipped.raw);
     assert_eq!(unzipped, plain.text);
     // Past 256 KiB the compression runs on the blocking pool; same stream.
     let huge = "0x0123456789".repeat(40_000);
@@ -680,12 +683,7 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
     )
     .await;
     assert_eq!(zipped.header("content-encoding").as_deref(), Some("gzip"));
-    let mut unzipped = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(&zipped.raw[..]),
-        &mut unzipped,
-    )
-    .expect("a gzip stream");
+    let unzipped = gunzip(&zipped.raw);
     assert_eq!(
         serde_json::from_str::<Value>(&unzipped).unwrap()["result"],
         huge
@@ -1149,12 +1147,7 @@ async fn results_left_as_text_read_the_same_on_every_path() {
     ];
     let zipped = http_with(node.addr(), "POST", &path, &headers, body.into()).await;
     assert_eq!(zipped.header("content-encoding").as_deref(), Some("gzip"));
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(&zipped.raw[..]),
-        &mut text,
-    )
-    .expect("gunzip");
+    let text = gunzip(&zipped.raw);
     assert_eq!(text, expected("9", 3000));
 
     // Past the limit: the error jsonrpsee gives, single or in a batch.
