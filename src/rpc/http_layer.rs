@@ -291,19 +291,18 @@ fn is_batch(body: &[u8]) -> bool {
 }
 
 /// Sends `body` on with the request's head and, for a rewritten body, puts the client's ids
-/// back into the answer. A single request's method may leave its result as text for the
-/// answer (see [`raw_result`]).
+/// back into the answer; with a `slot` (single requests), the answer carries the text its
+/// method left there (see [`raw_result`]).
 async fn dispatch<S>(
     inner: &mut S,
     mut parts: http::request::Parts,
     body: Bytes,
     rewrite: Option<&ids::Rewrite>,
-    max_response_bytes: usize,
+    slot: Option<RawAnswerSlot>,
 ) -> Result<HttpResponse, BoxError>
 where
     S: tower::Service<Request<HttpBody>, Response = HttpResponse, Error = BoxError>,
 {
-    let slot = (!is_batch(&body)).then(|| RawAnswerSlot::new(max_response_bytes));
     if let Some(slot) = &slot {
         parts.extensions.insert(slot.clone());
     }
@@ -311,7 +310,7 @@ where
         .call(Request::from_parts(parts, HttpBody::new(Full::new(body))))
         .await?;
     if let Some(slot) = &slot {
-        response = raw_result::fill(response, slot, max_response_bytes).await?;
+        response = raw_result::fill(response, slot).await?;
     }
     let Some(rewrite) = rewrite else {
         return Ok(response);
@@ -368,7 +367,7 @@ where
         let sent = rewrite
             .as_ref()
             .map_or_else(|| body.clone(), |r| Bytes::from(r.body.clone()));
-        return dispatch(inner, parts, sent, rewrite.as_ref(), max_response_bytes).await;
+        return dispatch(inner, parts, sent, rewrite.as_ref(), None).await;
     }
     // What a second dispatch needs of the head, kept without cloning it (an ordinary request
     // never needs it).
@@ -376,7 +375,9 @@ where
         parts.uri.clone(),
         parts.extensions.get::<AuthedKey>().cloned(),
     );
-    let response = dispatch(inner, parts, body.clone(), None, max_response_bytes).await?;
+    // A single request's method may leave its result as text (see `raw_result`).
+    let slot = || Some(RawAnswerSlot::new(max_response_bytes));
+    let response = dispatch(inner, parts, body.clone(), None, slot()).await?;
     let unanswered = response.extensions().get::<NoAnswer>().is_some();
     let Some(rewrite) = unanswered.then(|| ids::fix_single(&body)).flatten() else {
         return Ok(response);
@@ -387,7 +388,7 @@ where
     let head = resend_head(uri, key, charged)?;
     let sent = Bytes::from(rewrite.body.clone());
     std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-    dispatch(inner, head, sent, Some(&rewrite), max_response_bytes).await
+    dispatch(inner, head, sent, Some(&rewrite), slot()).await
 }
 
 impl<S, B> tower::Service<Request<B>> for FrontDoor<S>

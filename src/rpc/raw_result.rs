@@ -37,14 +37,10 @@ fn is_null<'de, D: serde::Deserializer<'de>>(value: D) -> Result<bool, D::Error>
 
 /// `response` (jsonrpsee's answer to the request that carried `slot`) with the text the method
 /// left in the slot as its result; `response` as it is when the slot is empty (most methods
-/// leave nothing) or the answer is not the stand-in (an error replaced it). Past
-/// `max_response_bytes` the answer is jsonrpsee's "response too big" error, as it would have
-/// been through jsonrpsee.
-pub async fn fill(
-    response: HttpResponse,
-    slot: &RawAnswerSlot,
-    max_response_bytes: usize,
-) -> Result<HttpResponse, BoxError> {
+/// leave nothing) or the answer is not the stand-in (an error replaced it). Past the slot's
+/// limit the answer is jsonrpsee's "response too big" error, as it would have been through
+/// jsonrpsee.
+pub async fn fill(response: HttpResponse, slot: &RawAnswerSlot) -> Result<HttpResponse, BoxError> {
     let Some(text) = slot.take() else {
         return Ok(response);
     };
@@ -64,9 +60,9 @@ pub async fn fill(
     let head = Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, id.get()));
     let tail = Bytes::from_static(b"}");
     let length = head.len() + text.len() + tail.len();
-    let body = if length > max_response_bytes {
+    let body = if length > slot.max_bytes() {
         parts.headers.remove(header::CONTENT_LENGTH);
-        HttpBody::from(too_big(id, max_response_bytes))
+        HttpBody::from(too_big(id, slot.max_bytes()))
     } else {
         let chunks =
             [head, text, tail].map(|chunk| Ok::<_, BoxError>(http_body::Frame::data(chunk)));
@@ -114,8 +110,8 @@ mod tests {
         (length, String::from_utf8(body.to_vec()).unwrap())
     }
 
-    fn slot_with(text: &'static str) -> RawAnswerSlot {
-        let slot = RawAnswerSlot::new(1000);
+    fn slot_with(text: &'static str, max_bytes: usize) -> RawAnswerSlot {
+        let slot = RawAnswerSlot::new(max_bytes);
         let mut extensions = http::Extensions::new();
         extensions.insert(slot.clone());
         let json = RawValue::from_string(text.to_owned()).unwrap();
@@ -125,11 +121,10 @@ mod tests {
 
     #[tokio::test]
     async fn the_left_text_becomes_the_result_with_the_answers_id() {
-        let slot = slot_with(r#"[{"a":1}]"#);
+        let slot = slot_with(r#"[{"a":1}]"#, 1000);
         let filled = fill(
             answer(r#"{"jsonrpc":"2.0","id":"x-7","result":null}"#),
             &slot,
-            1000,
         )
         .await
         .unwrap();
@@ -141,13 +136,13 @@ mod tests {
     #[tokio::test]
     async fn an_empty_slot_or_an_error_answer_is_left_alone() {
         let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}"#;
-        let untouched = fill(answer(error), &RawAnswerSlot::new(1000), 1000)
+        let untouched = fill(answer(error), &RawAnswerSlot::new(1000))
             .await
             .unwrap();
         assert_eq!(text(untouched).await.1, error);
 
-        let slot = slot_with("[1]");
-        let replaced = fill(answer(error), &slot, 1000).await.unwrap();
+        let slot = slot_with("[1]", 1000);
+        let replaced = fill(answer(error), &slot).await.unwrap();
         assert_eq!(
             text(replaced).await.1,
             error,
@@ -157,14 +152,11 @@ mod tests {
 
     #[tokio::test]
     async fn past_the_limit_the_answer_is_the_too_big_error() {
-        let slot = slot_with(r#""0123456789012345678901234567890123456789""#);
-        let filled = fill(
-            answer(r#"{"jsonrpc":"2.0","id":3,"result":null}"#),
-            &slot,
-            60,
-        )
-        .await
-        .unwrap();
+        // The result fits the slot; with the answer around it, it does not.
+        let slot = slot_with(r#""0123456789012345678901234567890123456789""#, 60);
+        let filled = fill(answer(r#"{"jsonrpc":"2.0","id":3,"result":null}"#), &slot)
+            .await
+            .unwrap();
         let body: serde_json::Value = serde_json::from_str(&text(filled).await.1).unwrap();
         assert_eq!(body["id"], 3);
         assert_eq!(body["error"]["code"], OVERSIZED_RESPONSE_CODE);

@@ -38,6 +38,11 @@ impl RawAnswerSlot {
         }
     }
 
+    /// The most bytes the answer may have.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
     /// The slot the front door offered with a request, if it did.
     pub fn of(extensions: &Extensions) -> Option<Self> {
         extensions.get::<Self>().cloned()
