@@ -42,6 +42,25 @@ impl StateContext {
     }
 }
 
+/// Refuses an empty list of bundles (-32602) and more than `max_calls` calls over all of them
+/// (-32005, naming `method`), as reth does for `eth_callMany` and `debug_traceCallMany`.
+pub fn check_bundles(
+    bundles: &[alloy::rpc::types::Bundle],
+    max_calls: usize,
+    method: &str,
+) -> RpcResult<()> {
+    if bundles.is_empty() {
+        return Err(RpcError::invalid_params("bundles are empty"));
+    }
+    let calls: usize = bundles.iter().map(|b| b.transactions.len()).sum();
+    if calls > max_calls {
+        return Err(RpcError::LimitExceeded(format!(
+            "{calls} calls in one {method}; at most {max_calls}"
+        )));
+    }
+    Ok(())
+}
+
 /// The state bundles of calls start from: after canonical `block`'s first `transactions`
 /// transactions (replayed as mined, after its pre-block system calls), or after the whole
 /// block when `None` or at least its transaction count; `state_overrides` on top.

@@ -247,16 +247,7 @@ pub(crate) fn trace_call_many(
     opts: GethDebugTracingCallOptions,
     budget: Budget,
 ) -> RpcResult<Vec<Vec<GethTrace>>> {
-    if bundles.is_empty() {
-        return Err(RpcError::invalid_params("bundles are empty"));
-    }
-    let calls: usize = bundles.iter().map(|b| b.transactions.len()).sum();
-    if calls > ctx.limits.max_trace_calls {
-        return Err(RpcError::LimitExceeded(format!(
-            "{calls} calls in one debug_traceCallMany; at most {}",
-            ctx.limits.max_trace_calls
-        )));
-    }
+    call::check_bundles(&bundles, ctx.limits.max_trace_calls, "debug_traceCallMany")?;
     tracer(&opts.tracing_options, budget.max_bytes)?;
     let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
     let mut db = call::bundles_start(

@@ -42,15 +42,7 @@ pub fn call_many(
     state_overrides: Option<StateOverride>,
     bounds: Bounds,
 ) -> RpcResult<Vec<Vec<EthCallResponse>>> {
-    if bundles.is_empty() {
-        return Err(RpcError::invalid_params("bundles are empty"));
-    }
-    let calls: usize = bundles.iter().map(|b| b.transactions.len()).sum();
-    if calls > MAX_CALLS {
-        return Err(RpcError::LimitExceeded(format!(
-            "{calls} calls in one eth_callMany; at most {MAX_CALLS}"
-        )));
-    }
+    call::check_bundles(&bundles, MAX_CALLS, "eth_callMany")?;
     let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
     let mut db = call::bundles_start(
         ctx,
