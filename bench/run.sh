@@ -184,22 +184,42 @@ cp "$TRACE_PAYLOADS"/*.json "$OUT/kit-hive/payloads/" 2>/dev/null || log "no tra
 # ---------------------------------------------------------------------------------------------
 # runs
 # ---------------------------------------------------------------------------------------------
-RESULTS="$OUT/results.tsv"   # node case conns rps p50 p99 rpc_errors socket_errors avg_bytes round
+# node case conns rps p50 p99 rpc_errors socket_errors avg_bytes round node_cpu_us other_cpu_us idle_us
+# (the last three: CPU time per answered request, of the node's process, of everything else on the
+# machine (wrk, the kernel's work outside the node's threads), and idle CPU time)
+RESULTS="$OUT/results.tsv"
 : > "$RESULTS"
+
+CLK_TCK=$(getconf CLK_TCK)
+node_pid() { case "$1" in simnode) echo "$SN_PID" ;; anvil) echo "$AV_PID" ;; simnode-hive) echo "$HV_PID" ;; esac; }
+# CPU ticks of a process, all its threads, user and system (fields 14 and 15 of /proc/PID/stat;
+# counted after the command name, which may hold spaces)
+proc_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# "busy idle" ticks of the whole machine (/proc/stat: user, nice, system, irq and softirq are busy,
+# idle and iowait idle)
+# (steal, time the hypervisor gave to other guests, is neither)
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6; exit }' /proc/stat; }
 
 # run_one NODE URL KITDIR CASE CONNS
 run_one() {
-  local line rps p50 p99 rerr serr bytes
+  local line rps p50 p99 rerr serr bytes reqs pid p0 p1 b0 i0 b1 i1 cpu
   if [ ! -f "$3/payloads/$4.json" ]; then log "no payload $4 for $1"; return 0; fi
+  pid=$(node_pid "$1")
+  p0=$(proc_ticks "$pid"); read -r b0 i0 <<< "$(machine_ticks)"
   line=$(CASES="$4" bash "$3/bench.sh" "$2" "$DUR" "$5" 2>&1 | grep -E "^$4 +c=" || true)
+  p1=$(proc_ticks "$pid"); read -r b1 i1 <<< "$(machine_ticks)"
+  reqs=$(sed -n 's/.*reqs=\([0-9]*\).*/\1/p' <<< "$line")
+  # microseconds per request: the node, the rest of the machine, idle
+  cpu=$(awk -v r="${reqs:-0}" -v t="$CLK_TCK" -v p=$((p1 - p0)) -v b=$((b1 - b0)) -v i=$((i1 - i0)) \
+    'BEGIN { if (r > 0) printf "%.1f\t%.1f\t%.1f", p / t * 1e6 / r, (b - p) / t * 1e6 / r, i / t * 1e6 / r; else printf "-\t-\t-" }')
   rps=$(sed -n 's/.*rps=\([0-9.]*\).*/\1/p' <<< "$line")
   p50=$(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<< "$line")
   p99=$(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<< "$line")
   rerr=$(sed -n 's/.*rpc_errors=\([0-9]*\).*/\1/p' <<< "$line")
   serr=$(sed -n 's/.*socket_errors=\([0-9]*\).*/\1/p' <<< "$line")
   bytes=$(sed -n 's/.*avg_resp_bytes=\([0-9]*\).*/\1/p' <<< "$line")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$4" "$5" "${rps:-0}" "${p50:--}" "${p99:--}" \
-    "${rerr:--}" "${serr:--}" "${bytes:--}" "$ROUND" >> "$RESULTS"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$4" "$5" "${rps:-0}" "${p50:--}" "${p99:--}" \
+    "${rerr:--}" "${serr:--}" "${bytes:--}" "$ROUND" "$cpu" >> "$RESULTS"
   log "$(printf 'round %s %-8s %-34s c=%-3s %s' "$ROUND" "$1" "$4" "$5" "${line:-FAILED}" | cut -c1-200)"
 }
 
@@ -235,7 +255,7 @@ RSS_SN=$(hwm "$SN_PID"); RSS_AV=$(hwm "$AV_PID"); RSS_HV=$([ -n "$HV_PID" ] && h
 # ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
-get() { # NODE CASE CONNS FIELD(4..9) [ROUND, default 1]
+get() { # NODE CASE CONNS FIELD(4..9, 11..13) [ROUND, default 1]
   awk -F'\t' -v n="$1" -v c="$2" -v k="$3" -v f="$4" -v r="${5:-1}" \
     '$1 == n && $2 == c && $3 == k && $10 == r { print $f; exit }' "$RESULTS"
 }
@@ -288,6 +308,41 @@ errs() { # NODE CASE CONNS ROUND
   if [ "$s" = 0 ] || [ -z "$s" ]; then echo "$r"; else echo "$r (+$s socket)"; fi
 }
 
+# Where the machine's CPU went per answered request, in the rounds the first table reports. With
+# the machine saturated (idle near zero) a node's rate is 1 / (its CPU + the rest's CPU) per
+# request and CPU core, so twice anvil's rate leaves simnode (anvil's total) / 2 - (the rest's
+# share with simnode) of CPU per request; at 1 connection the client waits on each answer and
+# idle time is part of every request, so that budget does not apply.
+cpu_table() {
+  echo "CPU time per answered request, in µs (from /proc over each wrk run; \"rest\": wrk and the kernel's work"
+  echo "outside the node's threads; the last column: the node CPU per request at which simnode would answer twice"
+  echo "anvil's rate on a saturated machine, i.e. (anvil + its rest) / 2 - simnode's rest):"
+  echo
+  echo "| case | conns | simnode: node / rest / idle | anvil: node / rest / idle | simnode node CPU for 2x anvil |"
+  echo "| --- | ---: | --- | --- | ---: |"
+  local c n r a sn so si an ao ai need
+  for c in $DEV_CASES; do
+    a=$(anvil_case "$c")
+    for n in "${CONNS[@]}"; do
+      read -r r _ <<< "$(pick_round simnode "$c" "$n" anvil "$a")"
+      sn=$(get simnode "$c" "$n" 11 "$r"); so=$(get simnode "$c" "$n" 12 "$r"); si=$(get simnode "$c" "$n" 13 "$r")
+      an=$(get anvil "$a" "$n" 11 "$r"); ao=$(get anvil "$a" "$n" 12 "$r"); ai=$(get anvil "$a" "$n" 13 "$r")
+      need=$(awk -v sn="$sn" -v so="$so" -v an="$an" -v ao="$ao" -v n="$n" 'BEGIN {
+        if (sn == "" || an == "" || sn == "-" || an == "-") { print "-"; exit }
+        if (n == 1) { print "(latency-bound)"; exit }
+        v = (an + ao) / 2 - so; if (v <= 0) printf "none (rest alone is %.1f)", so; else printf "%.1f (now %.1f)", v, sn }')
+      [ "$c" = c_trace_callMany2 ] && need="(not the same method)"
+      echo "| $(label "$c") | $n | ${sn:--} / ${so:--} / ${si:--} | ${an:--} / ${ao:--} / ${ai:--} | $need |"
+    done
+  done
+  for c in $HIVE_CASES; do
+    for n in "${CONNS[@]}"; do
+      read -r r _ <<< "$(pick_round simnode-hive "$c" "$n")"
+      echo "| $(label "$c") | $n | $(get simnode-hive "$c" "$n" 11 "$r") / $(get simnode-hive "$c" "$n" 12 "$r") / $(get simnode-hive "$c" "$n" 13 "$r") | - | - |"
+    done
+  done
+}
+
 report() {
   echo "### simnode vs anvil (same machine, same run)"
   echo
@@ -333,6 +388,8 @@ report() {
       echo "| $(label "$c") | $n | $(fmt_rps "$s") | $a | $range | $tgt | $(get simnode-hive "$c" "$n" 5 "$r") / $(get simnode-hive "$c" "$n" 6 "$r") | - | $(errs simnode-hive "$c" "$n" "$r") / - |"
     done
   done
+  echo
+  cpu_table
   echo
   echo "Peak RSS (VmHWM at the end of the run): simnode --dev $RSS_SN, anvil $RSS_AV, simnode on the execution-apis chain $RSS_HV."
   echo
