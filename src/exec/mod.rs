@@ -270,6 +270,9 @@ pub fn run_block_on<D: StateReader>(
     // Before Byzantium a receipt carries the state root after its transaction.
     let intermediate_roots = !spec.is_byzantium_active_at_block(number);
     let mut included = Vec::with_capacity(txs.len());
+    // Each transaction's root holds the changes of those before it: the carry keeps what the
+    // earlier roots hashed.
+    let mut root_carry = simnode_api::RootCarry::default();
     for (i, (tx, sender)) in txs.iter().enumerate() {
         match executor.execute_transaction(Recovered::new_unchecked(*tx, *sender)) {
             Ok(_) => included.push(i),
@@ -279,7 +282,12 @@ pub fn run_block_on<D: StateReader>(
         if intermediate_roots {
             let db = executor.evm_mut().db_mut();
             db.merge_transitions(BundleRetention::PlainState);
-            let root = store.state_root_on(parent.number, &bundle_to_changes(&db.bundle_state))?;
+            let more = i + 1 < txs.len();
+            let root = store.state_root_on(
+                parent.number,
+                &bundle_to_changes(&db.bundle_state),
+                more.then_some(&mut root_carry),
+            )?;
             if let Some(ReceiptEnvelope::Legacy(r)) = executor.receipts.last_mut() {
                 r.receipt.status = Eip658Value::PostState(root);
             }

@@ -30,7 +30,7 @@ use alloy_trie::{
     nodes::{BranchNodeRef, ExtensionNodeRef, LeafNodeRef, RlpNode},
     Nibbles, TrieAccount, TrieMask, EMPTY_ROOT_HASH,
 };
-use simnode_api::StateChanges;
+use simnode_api::{RootCarry, StateChanges};
 
 #[cfg(doc)]
 use super::hashed_overlay;
@@ -139,6 +139,46 @@ impl SubtreeMemo {
     }
 }
 
+/// Subtrees with at most this many changes under them are carried from one simulated block's
+/// root to the next. Larger ones sit near the root of the trie: few, and cheap to hash again once
+/// their children come from the carry.
+const CARRY_MAX_CHANGES: usize = 32;
+
+/// Nodes computed for one trie by the roots of a simulation's earlier blocks, with the exact
+/// changes under each node's path. A node is a function of the base trie and the changes under
+/// its path, so a later block whose changes under a path are the same reuses the node: only the
+/// paths that block's own changes touch are hashed again.
+#[derive(Debug, Default)]
+pub(crate) struct TrieCarry {
+    nodes: HashMap<PathKey, (MemoChanges, Option<RlpNode>)>,
+}
+
+impl TrieCarry {
+    fn get(&self, path: &PathKey, changes: &[Change<'_>]) -> Option<Option<RlpNode>> {
+        self.nodes
+            .get(path)
+            .filter(|(known, _)| same_changes(known, changes))
+            .map(|(_, node)| node.clone())
+    }
+
+    fn insert(&mut self, path: PathKey, changes: &[Change<'_>], node: Option<RlpNode>) {
+        let owned = changes
+            .iter()
+            .map(|c| (c.key, c.value.map(<[u8]>::to_vec)))
+            .collect();
+        self.nodes.insert(path, (owned, node));
+    }
+}
+
+/// What [`Store::state_root_on`] keeps in a [`RootCarry`]: the carried nodes of the account
+/// trie and of each storage trie, for the head they were computed on.
+#[derive(Debug, Default)]
+struct SimulationCarry {
+    head: B256,
+    accounts: TrieCarry,
+    storage: HashMap<B256, TrieCarry>,
+}
+
 fn same_changes(known: &MemoChanges, changes: &[Change<'_>]) -> bool {
     known.len() == changes.len()
         && known
@@ -158,6 +198,7 @@ impl CachedTrie {
             changes: &[],
             cache: None,
             memo: None,
+            carry: None,
             record: Some(NodeMap::default()),
             buf: Vec::with_capacity(600),
         };
@@ -192,8 +233,14 @@ impl CachedTrie {
     }
 
     /// The root with `changes` (ascending keys, unique) applied; subtrees with only
-    /// memoizable changes come from and go to `memo` when there is one.
-    pub(crate) fn root_with(&self, changes: &[LeafChange<'_>], memo: Option<&SubtreeMemo>) -> B256 {
+    /// memoizable changes come from and go to `memo` when there is one, and subtrees with few
+    /// changes from and to `carry` when there is one.
+    pub(crate) fn root_with(
+        &self,
+        changes: &[LeafChange<'_>],
+        memo: Option<&SubtreeMemo>,
+        carry: Option<&mut TrieCarry>,
+    ) -> B256 {
         if changes.is_empty() {
             return self.root;
         }
@@ -213,6 +260,7 @@ impl CachedTrie {
             changes: &changes,
             cache: Some(&self.nodes),
             memo,
+            carry,
             record: None,
             buf: Vec::with_capacity(600),
         };
@@ -240,6 +288,7 @@ impl CachedTrie {
             changes: &[],
             cache: Some(&self.nodes),
             memo: None,
+            carry: None,
             record: Some(NodeMap::default()),
             buf: Vec::with_capacity(600),
         };
@@ -322,6 +371,8 @@ struct Walk<'a> {
     /// Nodes of the base trie (when computing with changes).
     cache: Option<&'a NodeMap>,
     memo: Option<&'a SubtreeMemo>,
+    /// Nodes of the same simulation's earlier roots.
+    carry: Option<&'a mut TrieCarry>,
     /// Collects every node (when building the base trie).
     record: Option<NodeMap>,
     buf: Vec<u8>,
@@ -382,6 +433,32 @@ impl<'a> Walk<'a> {
                 }
             }
         }
+        if self.carry.is_none() || c.is_empty() || c.len() > CARRY_MAX_CHANGES {
+            return self.node_uncarried(depth, b, c);
+        }
+        let changes = self.changes;
+        let path = path_key(&changes[c.start].key, depth);
+        if let Some(known) = self
+            .carry
+            .as_deref()
+            .and_then(|carry| carry.get(&path, &changes[c.clone()]))
+        {
+            return known;
+        }
+        let node = self.node_uncarried(depth, b, c.clone());
+        if let Some(carry) = self.carry.as_deref_mut() {
+            carry.insert(path, &changes[c], node.clone());
+        }
+        node
+    }
+
+    /// [`Walk::node`] past the base cache, without the carry.
+    fn node_uncarried(
+        &mut self,
+        depth: usize,
+        b: Range<usize>,
+        c: Range<usize>,
+    ) -> Option<RlpNode> {
         let memo = self
             .memo
             .filter(|_| !c.is_empty() && self.changes[c.clone()].iter().all(|ch| ch.memoizable));
@@ -524,8 +601,14 @@ fn storage_leaf(value: &U256) -> Vec<u8> {
 impl Store {
     /// The state root of the state after block `base` with `changes` on top; the same as
     /// [`Store::state_root_with`], answered from the cached tries of the head when `base` is
-    /// the head.
-    pub fn state_root_on(&self, base: u64, changes: &StateChanges) -> Result<B256, StoreError> {
+    /// the head, with the nodes of earlier roots of the same simulation from `carry` (and this
+    /// root's for the next ones).
+    pub fn state_root_on(
+        &self,
+        base: u64,
+        changes: &StateChanges,
+        carry: Option<&mut RootCarry>,
+    ) -> Result<B256, StoreError> {
         let snapshot = self.snapshot()?;
         if snapshot.head != base {
             drop(snapshot);
@@ -544,7 +627,7 @@ impl Store {
             snapshot.tx.open_table(STORAGE)?,
         );
         let tries = head_tries(&source, hash)?;
-        root_with_changes(&source, &tries, changes)
+        root_with_changes(&source, &tries, changes, carry.map(|c| c.get_or_default()))
     }
 }
 
@@ -774,6 +857,7 @@ fn storage_root_on(
     tries: &HeadTries,
     hashed: &B256,
     overlay: &StorageOverlay,
+    carry: Option<&mut TrieCarry>,
 ) -> Result<B256, StoreError> {
     if overlay.wiped {
         return Ok(match trie::storage_root(&EmptySource, hashed, overlay) {
@@ -799,7 +883,7 @@ fn storage_root_on(
     {
         return Ok(root);
     }
-    let root = trie.root_with(&as_leaf_changes(&values, |_| false), None);
+    let root = trie.root_with(&as_leaf_changes(&values, |_| false), None, carry);
     let mut memo = tries
         .storage_roots
         .lock()
@@ -854,17 +938,31 @@ fn root_with_changes(
     source: &impl Source,
     tries: &HeadTries,
     changes: &StateChanges,
+    mut carry: Option<&mut SimulationCarry>,
 ) -> Result<B256, StoreError> {
+    if let Some(carry) = carry.as_deref_mut().filter(|c| c.head != tries.hash) {
+        *carry = SimulationCarry {
+            head: tries.hash,
+            ..SimulationCarry::default()
+        };
+    }
     let overlay = hashed_overlay_memo(changes);
     let mut storage_roots: BTreeMap<B256, B256> = BTreeMap::new();
     for (hashed, slots) in &overlay.storage {
-        storage_roots.insert(*hashed, storage_root_on(source, tries, hashed, slots)?);
+        let slot_carry = carry
+            .as_deref_mut()
+            .map(|c| c.storage.entry(*hashed).or_default());
+        storage_roots.insert(
+            *hashed,
+            storage_root_on(source, tries, hashed, slots, slot_carry)?,
+        );
     }
     let resolved = resolve_accounts(tries, &overlay, &storage_roots);
     let values = account_values(tries, &resolved);
     Ok(tries.accounts.root_with(
         &as_leaf_changes(&values, |k| system_accounts().contains(k)),
         Some(&tries.system_subtrees),
+        carry.map(|c| &mut c.accounts),
     ))
 }
 
@@ -1173,7 +1271,7 @@ mod tests {
         let existing: Vec<Address> = genesis.alloc.keys().copied().collect();
         for round in 0..60 {
             let changes = random_changes(&mut rng, &store, 0, &existing, &with_storage);
-            let cached = store.state_root_on(0, &changes).expect("cached root");
+            let cached = store.state_root_on(0, &changes, None).expect("cached root");
             let full = store.state_root_with(0, &changes).expect("full root");
             assert_eq!(cached, full, "round {round}: {changes:?}");
         }
@@ -1223,7 +1321,9 @@ mod tests {
             for probe in 0..3 {
                 let changes = random_changes(&mut rng, &store, number, &existing, &with_storage);
                 assert_eq!(
-                    store.state_root_on(number, &changes).expect("cached root"),
+                    store
+                        .state_root_on(number, &changes, None)
+                        .expect("cached root"),
                     store.state_root_with(number, &changes).expect("full root"),
                     "block {number} probe {probe}: {changes:?}"
                 );
@@ -1253,7 +1353,7 @@ mod tests {
                 let after = applied(&base, &changes);
                 let list = leaf_changes(&changes, |_| false);
                 assert_eq!(
-                    trie.root_with(&list, None),
+                    trie.root_with(&list, None, None),
                     reference_root(&after),
                     "round {round}: {} base leaves, {} changes",
                     base.len(),
@@ -1329,7 +1429,7 @@ mod tests {
                 }
                 probe.insert(rng.key(&prefix), Some(rng.value()));
                 assert_eq!(
-                    trie.root_with(&leaf_changes(&probe, |_| false), None),
+                    trie.root_with(&leaf_changes(&probe, |_| false), None, None),
                     reference_root(&applied(&leaves, &probe)),
                     "{context}: changes on top"
                 );
@@ -1385,7 +1485,7 @@ mod tests {
                 let after = applied(&base, &changes);
                 let list = leaf_changes(&changes, |k| system.contains(k));
                 assert_eq!(
-                    trie.root_with(&list, Some(&memo)),
+                    trie.root_with(&list, Some(&memo), None),
                     reference_root(&after),
                     "round {round}: {} base leaves, {} changes",
                     base.len(),
@@ -1394,6 +1494,79 @@ mod tests {
             }
             let remembered = memo.nodes.read().map(|n| n.len()).unwrap_or_default();
             assert!(remembered > 0, "round {round}: nothing was memoized");
+        }
+    }
+
+    /// Roots of a simulation's blocks with a carry: each block's change list is the one before
+    /// it plus new changes (values changed, keys added, removed, put back, changed back to an
+    /// earlier value), with a memo of memoizable changes beside it as for the system contracts,
+    /// and every root must be the full one, as must a carried root after many blocks.
+    #[test]
+    fn carried_roots_of_growing_change_lists_give_the_full_roots() {
+        let prefix = [0x77u8; 32];
+        let mut rng = Rng(0xd1b5_4a32_d192_ed03);
+        for round in 0..30 {
+            let size = match round % 4 {
+                0 => 0,
+                1 => 1 + (rng.next() % 3) as usize,
+                _ => (rng.next() % 400) as usize,
+            };
+            let mut base: BTreeMap<B256, Vec<u8>> = BTreeMap::new();
+            while base.len() < size {
+                base.insert(rng.key(&prefix), rng.value());
+            }
+            let trie = CachedTrie::build(base.iter().map(|(k, v)| (*k, v.clone())).collect());
+            let existing: Vec<B256> = base.keys().copied().collect();
+            let system: Vec<B256> = vec![rng.key(&prefix)];
+            let memo = SubtreeMemo::default();
+            let mut carry = TrieCarry::default();
+            let mut changes: BTreeMap<B256, Option<Vec<u8>>> = BTreeMap::new();
+            let mut earlier: Vec<(B256, Option<Vec<u8>>)> = Vec::new();
+            for block in 0..16 {
+                changes.insert(system[0], Some(rng.value()));
+                for _ in 0..(rng.next() % 40) {
+                    let key = match rng.next() % 5 {
+                        0 | 1 if !existing.is_empty() => {
+                            existing[(rng.next() as usize) % existing.len()]
+                        }
+                        2 if !earlier.is_empty() => {
+                            // Back to a key and value an earlier block had.
+                            let (k, v) = earlier[(rng.next() as usize) % earlier.len()].clone();
+                            changes.insert(k, v);
+                            continue;
+                        }
+                        3 if !changes.is_empty() => {
+                            // A key of an earlier block's changes leaves the list.
+                            let k = *changes
+                                .keys()
+                                .nth((rng.next() as usize) % changes.len())
+                                .unwrap();
+                            if k != system[0] {
+                                changes.remove(&k);
+                            }
+                            continue;
+                        }
+                        _ => rng.key(&prefix),
+                    };
+                    let value = (!rng.next().is_multiple_of(4)).then(|| rng.value());
+                    earlier.push((key, value.clone()));
+                    changes.insert(key, value);
+                }
+                let list = leaf_changes(&changes, |k| system.contains(k));
+                let expected = reference_root(&applied(&base, &changes));
+                assert_eq!(
+                    trie.root_with(&list, Some(&memo), Some(&mut carry)),
+                    expected,
+                    "round {round} block {block}: {} base leaves, {} changes",
+                    base.len(),
+                    list.len()
+                );
+                assert_eq!(trie.root_with(&list, None, None), expected);
+            }
+            assert!(
+                !carry.nodes.is_empty(),
+                "round {round}: nothing was carried"
+            );
         }
     }
 }

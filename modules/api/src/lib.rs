@@ -29,7 +29,9 @@ pub use error::{RpcError, RpcResult};
 pub use events::{BlockEvent, ChainEvent, PoolEvent};
 pub use limits::RpcLimits;
 pub use pool::TxPool;
-pub use state::{AccountChange, StateChanges, StateDb, StateError, StateReader, StateRef};
+pub use state::{
+    AccountChange, RootCarry, StateChanges, StateDb, StateError, StateReader, StateRef,
+};
 pub use view::{ChainHead, ChainView, ExecutionWitness, StoredBlock, SyncTarget, TxLocation};
 
 use std::sync::Arc;

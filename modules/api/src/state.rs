@@ -62,3 +62,37 @@ pub struct AccountChange {
 
 /// Changes against a base state, keyed by address.
 pub type StateChanges = HashMap<Address, AccountChange>;
+
+/// What a view keeps between the state roots of one simulation's blocks. Each simulated block's
+/// changes include those of the blocks before it, so without a carry the root of block `k`
+/// hashes again every path the first `k - 1` blocks changed; with one, only the paths whose
+/// changes differ from what an earlier root of the same simulation saw.
+///
+/// Opaque to modules: start one per simulation and pass it to every
+/// [`crate::ChainView::state_root_with`] call on the same base. The view decides what it holds.
+#[derive(Default)]
+pub struct RootCarry(Option<Box<dyn std::any::Any + Send>>);
+
+impl RootCarry {
+    /// The view's state of type `T`, created empty on first use (or when a view of another kind
+    /// left something else).
+    pub fn get_or_default<T: std::any::Any + Send + Default>(&mut self) -> &mut T {
+        if !self.0.as_ref().is_some_and(|held| held.is::<T>()) {
+            self.0 = Some(Box::new(T::default()));
+        }
+        self.0
+            .as_mut()
+            .and_then(|held| held.downcast_mut::<T>())
+            .expect("a value of type T was just stored")
+    }
+}
+
+impl std::fmt::Debug for RootCarry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "RootCarry(held)"
+        } else {
+            "RootCarry(empty)"
+        })
+    }
+}

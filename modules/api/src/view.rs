@@ -9,7 +9,7 @@ use alloy::{
 
 use crate::{
     block_id::{BlockParam, BlockTag},
-    state::{StateChanges, StateRef},
+    state::{RootCarry, StateChanges, StateRef},
     RpcResult,
 };
 
@@ -90,8 +90,16 @@ pub trait ChainView: Send + Sync {
     /// The state after canonical block `number` (the state block `number + 1` starts from).
     fn state_at(&self, number: u64) -> RpcResult<StateRef>;
 
-    /// The state root of the state after block `base` with `changes` applied on top.
-    fn state_root_with(&self, base: u64, changes: &StateChanges) -> RpcResult<B256>;
+    /// The state root of the state after block `base` with `changes` applied on top. `carry`
+    /// holds what the view kept from earlier roots on the same base (see [`RootCarry`]): pass
+    /// the same one for the blocks of one simulation, and none for a root no later root will
+    /// build on (the view then keeps nothing).
+    fn state_root_with(
+        &self,
+        base: u64,
+        changes: &StateChanges,
+        carry: Option<&mut RootCarry>,
+    ) -> RpcResult<B256>;
 
     /// The EIP-1186 proof of `address` and `keys` in the state after canonical block `number`
     /// (`eth_getProof`). Views without tries do not offer it.

@@ -41,8 +41,8 @@ use revm::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 use simnode_api::{
-    error::SimulateCode, vm_messages, BlockParam, ChainSpec, ChainView, ModuleContext, RpcError,
-    RpcResult,
+    error::SimulateCode, vm_messages, BlockParam, ChainSpec, ChainView, ModuleContext, RootCarry,
+    RpcError, RpcResult,
 };
 
 use crate::{
@@ -157,17 +157,25 @@ impl Simulation<'_> {
             timeout_ms: duration_ms(limits.evm_timeout),
             touched: HashSet::default(),
             precompiles_changed: false,
+            root_carry: RootCarry::default(),
         };
 
         let mut parent: Header = base.inner().clone();
         let mut parent_hash = base.hash();
         let mut out = Vec::with_capacity(plan.len());
-        for block in plan {
+        let blocks = plan.len();
+        for (i, block) in plan.into_iter().enumerate() {
             if Instant::now() >= deadline {
                 return Err(timeout_err());
             }
-            let (header, hash, json) =
-                run.block(block, &parent, parent_hash, &mut db, &mut inspector)?;
+            let (header, hash, json) = run.block(
+                block,
+                i + 1 == blocks,
+                &parent,
+                parent_hash,
+                &mut db,
+                &mut inspector,
+            )?;
             if inspector.timed_out() {
                 return Err(timeout_err());
             }
@@ -285,6 +293,8 @@ struct Runner<'a> {
     /// results from the memo after that, as the accounts a call loads do not show which code
     /// answers at an address (see [`BlockEvm`]). Overridden accounts do show: they are loaded.
     precompiles_changed: bool,
+    /// What the view keeps between the state roots of this simulation's blocks.
+    root_carry: RootCarry,
 }
 
 /// One executed call, before the block hash is known.
@@ -294,10 +304,11 @@ struct ExecutedCall {
 }
 
 impl Runner<'_> {
-    /// Runs one block; returns its header, hash and JSON.
+    /// Runs one block (`last`: no block follows it); returns its header, hash and JSON.
     fn block(
         &mut self,
         block: PlannedBlock,
+        last: bool,
         parent: &Header,
         parent_hash: B256,
         db: &mut SimDb,
@@ -527,7 +538,11 @@ impl Runner<'_> {
         }
 
         let changes = collect_changes(db, &self.touched);
-        header.state_root = self.chain.state_root_with(self.base_number, &changes)?;
+        // The last block's nodes would serve no later root.
+        let carry = (!last).then_some(&mut self.root_carry);
+        header.state_root = self
+            .chain
+            .state_root_with(self.base_number, &changes, carry)?;
         header.gas_used = gas_used;
         if cancun {
             header.blob_gas_used = Some(blob_gas_used);
