@@ -60,7 +60,7 @@ bench-import N="200":
         printf "import bench: %d blocks, %d transactions, %.1f Mgas in %.2f s: %.1f Mgas/s\n", b, x, g / 1e6, t, g / 1e6 / t }'
 
 # simnode against anvil, same machine, same run, with the shared load kit (../shared/bench):
-# eth_blockNumber, eth_simulateV1 (transfer; traceTransfers over 3 blocks), eth_getBlockReceipts
+# eth_blockNumber, eth_simulateV1 (transfer; traceTransfers over 3 blocks; 16 blocks of 50 transfers), eth_getBlockReceipts
 # (50-tx block), trace_callMany (simnode only). Prints a markdown table and peak RSS; see bench/run.sh
 # for the environment knobs (BENCH_DURATION, BENCH_CONNS, SIMNODE_SHARED, BENCH_RESULTS, ...).
 bench-compare:

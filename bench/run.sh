@@ -8,6 +8,7 @@
 # 2. starts on loopback: simnode --dev, anvil, and a second simnode on the imported execution-apis chain;
 # 3. prepares the same state on simnode --dev and anvil (bench/setup.js: the kit's Test.json contracts and
 #    one block of 50 transactions), generates each node's payloads with the kit's gen_payloads.js;
+#    adds this project's own payloads (bench/payloads: the same request for both nodes);
 # 4. runs the kit's bench.sh case by case and connection count by connection count, alternating the nodes,
 #    and prints a markdown table (req/s, ratio, p50/p99, errors) plus the peak RSS (VmHWM) of each process.
 #
@@ -38,7 +39,7 @@ DUR="${BENCH_DURATION:-8}"
 ROUNDS="${BENCH_ROUNDS:-1}"
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "[bench] error: BENCH_ROUNDS must be a positive integer" >&2; exit 1; }
 read -r -a CONNS <<< "${BENCH_CONNS:-1 16}"
-DEV_CASES="${BENCH_DEV_CASES-e_blockNumber a_simulate_transfer b_simulate_trace3 d_getBlockReceipts50 c_trace_callMany2}"
+DEV_CASES="${BENCH_DEV_CASES-e_blockNumber a_simulate_transfer b_simulate_trace3 f_simulate_16x50 d_getBlockReceipts50 c_trace_callMany2}"
 HIVE_CASES="${BENCH_HIVE_CASES-hive_trace_callMany2_statediff hive_trace_callMany10_statediff hive_trace_callMany_nested3 hive_getBlockReceipts_block2}"
 TOOLS="${BENCH_TOOLS:-$ROOT/target/bench-tools}"
 OUT="${BENCH_OUT:-$ROOT/target/bench-out/$(date +%Y%m%d-%H%M%S)}"
@@ -178,6 +179,10 @@ gen_payloads() { # KITDIR STATEJSON
 }
 make_kit "$OUT/kit-simnode"; gen_payloads "$OUT/kit-simnode" "$OUT/state-simnode.json"
 make_kit "$OUT/kit-anvil";   gen_payloads "$OUT/kit-anvil" "$OUT/state-anvil.json"
+# This project's own cases beside the kit's (bench/payloads: the same request for both nodes; the
+# sender is the first dev account, which both fund).
+cp "$ROOT"/bench/payloads/*.json "$OUT/kit-simnode/payloads/"
+cp "$ROOT"/bench/payloads/*.json "$OUT/kit-anvil/payloads/"
 make_kit "$OUT/kit-hive"
 cp "$TRACE_PAYLOADS"/*.json "$OUT/kit-hive/payloads/" 2>/dev/null || log "no trace payloads in $TRACE_PAYLOADS"
 
@@ -285,6 +290,7 @@ label() {
     e_blockNumber) echo "eth_blockNumber" ;;
     a_simulate_transfer) echo "eth_simulateV1, one transfer" ;;
     b_simulate_trace3) echo "eth_simulateV1, traceTransfers, 3 blocks" ;;
+    f_simulate_16x50) echo "eth_simulateV1, 16 blocks of 50 transfers (bench/payloads)" ;;
     d_getBlockReceipts50) echo "eth_getBlockReceipts, 50-tx block" ;;
     c_trace_callMany2) echo "trace_callMany, 2 calls (anvil: batch of 2 debug_traceCall)" ;;
     hive_trace_callMany2_statediff) echo "trace_callMany, 2 calls, trace+stateDiff (execution-apis chain)" ;;

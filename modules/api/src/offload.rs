@@ -9,7 +9,9 @@
 //! before it moves off it; the work repeated by the second run is at most the budget. Only
 //! requests without side effects may use this: the first run is thrown away.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
+
+use tokio::sync::Semaphore;
 
 use crate::{RpcError, RpcResult};
 
@@ -17,9 +19,14 @@ use crate::{RpcError, RpcResult};
 /// `inline_budget`; when that run stops with [`RpcError::Timeout`] before `deadline`, runs
 /// `run(deadline)` again on the blocking pool. `run` must report reaching its `stop_at` as
 /// `RpcError::Timeout` and must not have side effects.
+///
+/// With `pool_slots`, a run on the pool first takes one of its permits, waiting for one until
+/// `deadline` (then `run(deadline)` reports the timeout itself): more runs at once than cores
+/// only share the cores, each holding its memory meanwhile.
 pub async fn inline_then_blocking<T, F>(
     inline_budget: std::time::Duration,
     deadline: Instant,
+    pool_slots: Option<&Arc<Semaphore>>,
     run: F,
 ) -> RpcResult<T>
 where
@@ -33,9 +40,22 @@ where
             done => return done,
         }
     }
-    tokio::task::spawn_blocking(move || run(deadline))
-        .await
-        .map_err(|e| RpcError::internal(format!("EVM task failed: {e}")))?
+    let permit = match pool_slots {
+        None => None,
+        Some(slots) => {
+            match tokio::time::timeout_at(deadline.into(), slots.clone().acquire_owned()).await {
+                Ok(Ok(permit)) => Some(permit),
+                Ok(Err(closed)) => return Err(RpcError::internal(closed)),
+                Err(_elapsed) => return run(deadline),
+            }
+        }
+    };
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        run(deadline)
+    })
+    .await
+    .map_err(|e| RpcError::internal(format!("EVM task failed: {e}")))?
 }
 
 #[cfg(test)]
@@ -74,6 +94,7 @@ mod tests {
         let out = inline_then_blocking(
             Duration::from_millis(200),
             deadline,
+            None,
             job(Duration::ZERO, runs.clone()),
         )
         .await;
@@ -88,6 +109,7 @@ mod tests {
         let out = inline_then_blocking(
             Duration::from_millis(2),
             deadline,
+            None,
             job(Duration::from_millis(30), runs.clone()),
         )
         .await;
@@ -102,6 +124,7 @@ mod tests {
         let out = inline_then_blocking(
             Duration::from_millis(2),
             deadline,
+            None,
             job(Duration::from_secs(10), runs.clone()),
         )
         .await;
@@ -113,9 +136,54 @@ mod tests {
     async fn zero_budget_goes_straight_to_the_pool() {
         let runs = Arc::new(AtomicUsize::new(0));
         let deadline = Instant::now() + Duration::from_secs(5);
-        let out =
-            inline_then_blocking(Duration::ZERO, deadline, job(Duration::ZERO, runs.clone())).await;
+        let out = inline_then_blocking(
+            Duration::ZERO,
+            deadline,
+            None,
+            job(Duration::ZERO, runs.clone()),
+        )
+        .await;
         assert_eq!(out.unwrap(), 7);
         assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    /// Pool runs past the slots wait for one; one that cannot get a slot before its deadline
+    /// reports the timeout (its run sees the deadline passed) instead of running on the pool.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pool_runs_wait_for_a_slot_until_their_deadline() {
+        let slots = Arc::new(Semaphore::new(1));
+        let held = slots.clone().acquire_owned().await.unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let deadline = Instant::now() + Duration::from_millis(30);
+        let out = inline_then_blocking(
+            Duration::ZERO,
+            deadline,
+            Some(&slots),
+            job(Duration::from_millis(1), runs.clone()),
+        )
+        .await;
+        assert!(matches!(out, Err(RpcError::Timeout(_))), "{out:?}");
+        assert!(Instant::now() >= deadline, "it waited for the slot");
+
+        // A slot freed meanwhile lets the run go on.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let waiting = tokio::spawn({
+            let slots = slots.clone();
+            let runs = runs.clone();
+            async move {
+                inline_then_blocking(
+                    Duration::ZERO,
+                    deadline,
+                    Some(&slots),
+                    job(Duration::ZERO, runs),
+                )
+                .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "no slot yet");
+        drop(held);
+        assert_eq!(waiting.await.unwrap().unwrap(), 7);
+        assert_eq!(slots.available_permits(), 1, "the run gave its slot back");
     }
 }

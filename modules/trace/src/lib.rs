@@ -226,7 +226,7 @@ impl Trace {
         let inline_budget = ctx.limits.evm_inline_budget;
         let _slot = slot;
         let run = move |stop_at| work(&ctx, &limits, stop_at);
-        offload::inline_then_blocking(inline_budget, deadline, run).await
+        offload::inline_then_blocking(inline_budget, deadline, None, run).await
     }
 }
 
