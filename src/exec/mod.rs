@@ -282,11 +282,11 @@ pub fn run_block_on<D: StateReader>(
         if intermediate_roots {
             let db = executor.evm_mut().db_mut();
             db.merge_transitions(BundleRetention::PlainState);
-            let more = i + 1 < txs.len();
+            let carried = txs.len() > 1;
             let root = store.state_root_on(
                 parent.number,
                 &bundle_to_changes(&db.bundle_state),
-                more.then_some(&mut root_carry),
+                carried.then_some(&mut root_carry),
             )?;
             if let Some(ReceiptEnvelope::Legacy(r)) = executor.receipts.last_mut() {
                 r.receipt.status = Eip658Value::PostState(root);

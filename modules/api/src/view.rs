@@ -92,8 +92,8 @@ pub trait ChainView: Send + Sync {
 
     /// The state root of the state after block `base` with `changes` applied on top. `carry`
     /// holds what the view kept from earlier roots on the same base (see [`RootCarry`]): pass
-    /// the same one for the blocks of one simulation, and none for a root no later root will
-    /// build on (the view then keeps nothing).
+    /// the same one for the blocks of one simulation, and none for a lone root (the view then
+    /// keeps nothing).
     fn state_root_with(
         &self,
         base: u64,

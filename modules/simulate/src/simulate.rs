@@ -163,19 +163,13 @@ impl Simulation<'_> {
         let mut parent: Header = base.inner().clone();
         let mut parent_hash = base.hash();
         let mut out = Vec::with_capacity(plan.len());
-        let blocks = plan.len();
-        for (i, block) in plan.into_iter().enumerate() {
+        let single = plan.len() == 1;
+        for block in plan {
             if Instant::now() >= deadline {
                 return Err(timeout_err());
             }
-            let (header, hash, json) = run.block(
-                block,
-                i + 1 == blocks,
-                &parent,
-                parent_hash,
-                &mut db,
-                &mut inspector,
-            )?;
+            let (header, hash, json) =
+                run.block(block, single, &parent, parent_hash, &mut db, &mut inspector)?;
             if inspector.timed_out() {
                 return Err(timeout_err());
             }
@@ -304,11 +298,11 @@ struct ExecutedCall {
 }
 
 impl Runner<'_> {
-    /// Runs one block (`last`: no block follows it); returns its header, hash and JSON.
+    /// Runs one block (`single`: the request's only block); returns its header, hash and JSON.
     fn block(
         &mut self,
         block: PlannedBlock,
-        last: bool,
+        single: bool,
         parent: &Header,
         parent_hash: B256,
         db: &mut SimDb,
@@ -538,8 +532,8 @@ impl Runner<'_> {
         }
 
         let changes = collect_changes(db, &self.touched);
-        // The last block's nodes would serve no later root.
-        let carry = (!last).then_some(&mut self.root_carry);
+        // A single block's root has no earlier root to build on and none after it.
+        let carry = (!single).then_some(&mut self.root_carry);
         header.state_root = self
             .chain
             .state_root_with(self.base_number, &changes, carry)?;
