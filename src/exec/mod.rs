@@ -271,8 +271,8 @@ pub fn run_block_on<D: StateReader>(
     let intermediate_roots = !spec.is_byzantium_active_at_block(number);
     let mut included = Vec::with_capacity(txs.len());
     // Each transaction's root holds the changes of those before it: the carry keeps what the
-    // earlier roots hashed.
-    let mut root_carry = simnode_api::RootCarry::default();
+    // earlier roots hashed (a lone transaction's root has none to share).
+    let mut root_carry = (txs.len() > 1).then(simnode_api::RootCarry::default);
     for (i, (tx, sender)) in txs.iter().enumerate() {
         match executor.execute_transaction(Recovered::new_unchecked(*tx, *sender)) {
             Ok(_) => included.push(i),
@@ -282,11 +282,10 @@ pub fn run_block_on<D: StateReader>(
         if intermediate_roots {
             let db = executor.evm_mut().db_mut();
             db.merge_transitions(BundleRetention::PlainState);
-            let carried = txs.len() > 1;
             let root = store.state_root_on(
                 parent.number,
                 &bundle_to_changes(&db.bundle_state),
-                carried.then_some(&mut root_carry),
+                root_carry.as_mut(),
             )?;
             if let Some(ReceiptEnvelope::Legacy(r)) = executor.receipts.last_mut() {
                 r.receipt.status = Eip658Value::PostState(root);

@@ -157,19 +157,19 @@ impl Simulation<'_> {
             timeout_ms: duration_ms(limits.evm_timeout),
             touched: HashSet::default(),
             precompiles_changed: false,
-            root_carry: RootCarry::default(),
+            // A lone block's root has no earlier root to build on and none after it.
+            root_carry: (plan.len() > 1).then(RootCarry::default),
         };
 
         let mut parent: Header = base.inner().clone();
         let mut parent_hash = base.hash();
         let mut out = Vec::with_capacity(plan.len());
-        let single = plan.len() == 1;
         for block in plan {
             if Instant::now() >= deadline {
                 return Err(timeout_err());
             }
             let (header, hash, json) =
-                run.block(block, single, &parent, parent_hash, &mut db, &mut inspector)?;
+                run.block(block, &parent, parent_hash, &mut db, &mut inspector)?;
             if inspector.timed_out() {
                 return Err(timeout_err());
             }
@@ -288,7 +288,7 @@ struct Runner<'a> {
     /// answers at an address (see [`BlockEvm`]). Overridden accounts do show: they are loaded.
     precompiles_changed: bool,
     /// What the view keeps between the state roots of this simulation's blocks.
-    root_carry: RootCarry,
+    root_carry: Option<RootCarry>,
 }
 
 /// One executed call, before the block hash is known.
@@ -298,11 +298,10 @@ struct ExecutedCall {
 }
 
 impl Runner<'_> {
-    /// Runs one block (`single`: the request's only block); returns its header, hash and JSON.
+    /// Runs one block; returns its header, hash and JSON.
     fn block(
         &mut self,
         block: PlannedBlock,
-        single: bool,
         parent: &Header,
         parent_hash: B256,
         db: &mut SimDb,
@@ -532,11 +531,9 @@ impl Runner<'_> {
         }
 
         let changes = collect_changes(db, &self.touched);
-        // A single block's root has no earlier root to build on and none after it.
-        let carry = (!single).then_some(&mut self.root_carry);
-        header.state_root = self
-            .chain
-            .state_root_with(self.base_number, &changes, carry)?;
+        header.state_root =
+            self.chain
+                .state_root_with(self.base_number, &changes, self.root_carry.as_mut())?;
         header.gas_used = gas_used;
         if cancun {
             header.blob_gas_used = Some(blob_gas_used);
