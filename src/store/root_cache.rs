@@ -1062,6 +1062,10 @@ mod tests {
     use super::*;
     use alloy_trie::HashBuilder;
 
+    fn trie_of(leaves: &BTreeMap<B256, Vec<u8>>) -> CachedTrie {
+        CachedTrie::build(leaves.iter().map(|(k, v)| (*k, v.clone())).collect())
+    }
+
     fn reference_root(leaves: &BTreeMap<B256, Vec<u8>>) -> B256 {
         let mut hb = HashBuilder::default();
         for (k, v) in leaves {
@@ -1147,6 +1151,15 @@ mod tests {
             }
             changes
         }
+        /// `size` leaves with random values, keys sharing parts of `prefix`.
+        fn leaves(&mut self, prefix: &[u8], size: usize) -> BTreeMap<B256, Vec<u8>> {
+            let mut leaves = BTreeMap::new();
+            while leaves.len() < size {
+                leaves.insert(self.key(prefix), self.value());
+            }
+            leaves
+        }
+
         fn value(&mut self) -> Vec<u8> {
             // Short values make small (inline) nodes possible.
             let len = 1 + (self.next() % 70) as usize;
@@ -1344,11 +1357,8 @@ mod tests {
                 2 => 2 + (rng.next() % 5) as usize,
                 _ => (rng.next() % 300) as usize,
             };
-            let mut base: BTreeMap<B256, Vec<u8>> = BTreeMap::new();
-            while base.len() < size {
-                base.insert(rng.key(&prefix), rng.value());
-            }
-            let trie = CachedTrie::build(base.iter().map(|(k, v)| (*k, v.clone())).collect());
+            let base = rng.leaves(&prefix, size);
+            let trie = trie_of(&base);
             assert_eq!(trie.root(), reference_root(&base), "round {round}: base");
             for _ in 0..5 {
                 let changes = rng.leaf_changes(&base, &prefix, 12, 10);
@@ -1417,7 +1427,7 @@ mod tests {
             while leaves.len() < (rng.next() % 200) as usize {
                 leaves.insert(rng.key(&prefix), rng.value());
             }
-            let mut trie = CachedTrie::build(leaves.iter().map(|(k, v)| (*k, v.clone())).collect());
+            let mut trie = trie_of(&leaves);
             for step in 0..25 {
                 let changes = rng.leaf_changes(&leaves, &prefix, 10, 12);
                 leaves = applied(&leaves, &changes);
@@ -1448,11 +1458,8 @@ mod tests {
         let mut rng = Rng(0x2545f4914f6cdd1d);
         for round in 0..40 {
             let size = (rng.next() % 200) as usize + (round % 3);
-            let mut base: BTreeMap<B256, Vec<u8>> = BTreeMap::new();
-            while base.len() < size {
-                base.insert(rng.key(&prefix), rng.value());
-            }
-            let trie = CachedTrie::build(base.iter().map(|(k, v)| (*k, v.clone())).collect());
+            let base = rng.leaves(&prefix, size);
+            let trie = trie_of(&base);
             let memo = SubtreeMemo::default();
             let existing: Vec<B256> = base.keys().copied().collect();
             // Memoizable keys: some in the base, some new.
@@ -1513,11 +1520,8 @@ mod tests {
                 1 => 1 + (rng.next() % 3) as usize,
                 _ => (rng.next() % 400) as usize,
             };
-            let mut base: BTreeMap<B256, Vec<u8>> = BTreeMap::new();
-            while base.len() < size {
-                base.insert(rng.key(&prefix), rng.value());
-            }
-            let trie = CachedTrie::build(base.iter().map(|(k, v)| (*k, v.clone())).collect());
+            let base = rng.leaves(&prefix, size);
+            let trie = trie_of(&base);
             let existing: Vec<B256> = base.keys().copied().collect();
             let system: Vec<B256> = vec![rng.key(&prefix)];
             let memo = SubtreeMemo::default();
