@@ -618,3 +618,71 @@ fn recorded_system_calls_answer_later_blocks_only_where_the_state_agrees() {
     assert_eq!(second_blocks[1]["requestsHash"], EMPTY_REQUESTS_HASH);
     assert_ne!(second_blocks[0]["stateRoot"], second_blocks[1]["stateRoot"]);
 }
+
+/// Every way a simulated block writes state (calls, a creation destroyed in its own
+/// transaction, overrides that set fields or none, storage replaced and patched, an account
+/// put back as the base has it, withdrawals, a wrapping nonce) moves that block's state root
+/// on from the one before. Debug builds also check, block by block, that the changes of the
+/// accounts written since the block before add up to the whole simulation's changes: the
+/// carried roots rely on that.
+#[test]
+fn every_kind_of_write_reaches_the_next_state_root() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let sender = "0xc000000000000000000000000000000000000123";
+    let never_existed = "0x00000000000000000000000000000000000d0e5d";
+    let payee = "0x00000000000000000000000000000000000da7ee";
+    let destructible = "0x0000000000000000000000000000000000000c0d";
+    // A contract of the chain with storage (slot 0 = 0x38) and balance 0x76.
+    let contract = "0x7dcd17433742f4c0ca53122ab541d0ba67fc27df";
+    let slot0 = format!("0x{:064x}", 0);
+    let word = |v: u64| format!("0x{v:064x}");
+    let payload = json!({"blockStateCalls": [
+        {
+            "stateOverrides": {
+                sender: {"balance": "0xde0b6b3a7640000"},
+                contract: {"balance": "0x1"}
+            },
+            "calls": [
+                {"from": sender, "to": never_existed},
+                {"from": sender, "to": payee, "value": "0x1"},
+                // Init code ORIGIN SELFDESTRUCT: created and destroyed in one transaction.
+                {"from": sender, "input": "0x32ff", "value": "0x2"}
+            ]
+        },
+        {
+            "stateOverrides": {
+                never_existed: {},
+                destructible: {"code": "0x32ff", "balance": "0x5", "state": {slot0.clone(): word(1)}}
+            },
+            "calls": [{"from": sender, "to": destructible}]
+        },
+        {
+            "blockOverrides": {"withdrawals": [
+                {"index": "0x0", "validatorIndex": "0x1", "address": payee, "amount": "0x1"}
+            ]},
+            "stateOverrides": {
+                contract: {"balance": "0x76"},
+                destructible: {"stateDiff": {slot0.clone(): word(2)}}
+            }
+        },
+        {
+            "stateOverrides": {sender: {"nonce": "0xffffffffffffffff"}},
+            "calls": [{"from": sender, "to": payee, "value": "0x1"}]
+        }
+    ]});
+    let resp = answer(&sim, &request(payload));
+    let blocks = ok_blocks(&resp);
+    assert_eq!(blocks.len(), 4, "{resp}");
+    for (i, block) in blocks.iter().enumerate() {
+        for call in block["calls"].as_array().into_iter().flatten() {
+            assert_eq!(call["status"], "0x1", "block {i}: {call}");
+        }
+    }
+    let roots: Vec<&str> = blocks
+        .iter()
+        .map(|b| b["stateRoot"].as_str().unwrap_or_default())
+        .collect();
+    for pair in roots.windows(2) {
+        assert_ne!(pair[0], pair[1], "a block with writes keeps the root: {roots:?}");
+    }
+}

@@ -282,11 +282,14 @@ pub fn run_block_on<D: StateReader>(
         if intermediate_roots {
             let db = executor.evm_mut().db_mut();
             db.merge_transitions(BundleRetention::PlainState);
-            let root = store.state_root_on(
-                parent.number,
-                &bundle_to_changes(&db.bundle_state),
-                root_carry.as_mut(),
-            )?;
+            let changes = bundle_to_changes(&db.bundle_state);
+            let root = match root_carry.as_mut() {
+                Some(carry) => {
+                    carry.set_all(changes);
+                    store.state_root_carried(parent.number, carry)?
+                }
+                None => store.state_root_on(parent.number, &changes)?,
+            };
             if let Some(ReceiptEnvelope::Legacy(r)) = executor.receipts.last_mut() {
                 r.receipt.status = Eip658Value::PostState(root);
             }

@@ -1044,8 +1044,8 @@ pub fn hashed_overlay(changes: &StateChanges) -> HashedOverlay {
 
 /// [`hashed_overlay`] with the address and slot hashes from the given functions (the root
 /// cache passes memoized ones).
-pub(crate) fn hashed_overlay_with(
-    changes: &StateChanges,
+pub(crate) fn hashed_overlay_with<'c>(
+    changes: impl IntoIterator<Item = (&'c Address, &'c simnode_api::AccountChange)>,
     mut address_hash: impl FnMut(&Address) -> B256,
     mut slot_hash: impl FnMut(&U256) -> B256,
 ) -> HashedOverlay {

@@ -143,13 +143,12 @@ impl ChainView for Store {
         Ok(Box::new(self.state_after(number)?))
     }
 
-    fn state_root_with(
-        &self,
-        base: u64,
-        changes: &StateChanges,
-        carry: Option<&mut simnode_api::RootCarry>,
-    ) -> RpcResult<B256> {
-        Ok(Store::state_root_on(self, base, changes, carry)?)
+    fn state_root_with(&self, base: u64, changes: &StateChanges) -> RpcResult<B256> {
+        Ok(Store::state_root_on(self, base, changes)?)
+    }
+
+    fn state_root_carried(&self, base: u64, carry: &mut simnode_api::RootCarry) -> RpcResult<B256> {
+        Ok(Store::state_root_carried(self, base, carry)?)
     }
 
     fn proof(

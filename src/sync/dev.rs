@@ -135,7 +135,7 @@ pub fn assemble_on(
         .as_ref()
         .map(|w| alloy::consensus::proofs::calculate_withdrawals_root(w));
     header.requests_hash = run.requests_hash;
-    header.state_root = store.state_root_on(parent.number, &run.changes, None)?;
+    header.state_root = store.state_root_on(parent.number, &run.changes)?;
     let block = NewBlock {
         header: header.seal_slow(),
         body: BlockBody {

@@ -50,7 +50,7 @@ impl DatabaseRef for StateDb {
 }
 
 /// How one account differs from the base state.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AccountChange {
     /// The account afterwards; `None` when it no longer exists (self-destructed or touched empty).
     pub info: Option<AccountInfo>,
@@ -63,36 +63,99 @@ pub struct AccountChange {
 /// Changes against a base state, keyed by address.
 pub type StateChanges = HashMap<Address, AccountChange>;
 
-/// What a view keeps between the state roots of one simulation's blocks. Each simulated block's
-/// changes include those of the blocks before it, so without a carry the root of block `k`
-/// hashes again every path the first `k - 1` blocks changed; with one, only the paths whose
-/// changes differ from what an earlier root of the same simulation saw.
+/// The changes of a run of roots on one base (the blocks of one simulation, the transactions of
+/// a pre-Byzantium block), with what the view keeps between them. Each root holds the changes
+/// of the ones before it; the carry knows which accounts changed since the last root, so that
+/// the view hashes again only the paths of those instead of every path changed so far.
 ///
-/// Opaque to modules: start one per simulation and pass it to every
-/// [`crate::ChainView::state_root_with`] call on the same base. The view decides what it holds.
+/// Start one per run, [`RootCarry::set`] every account that changed since the last root, and
+/// pass it to [`crate::ChainView::state_root_carried`]. What the view keeps is opaque to modules.
 #[derive(Default)]
-pub struct RootCarry(Option<Box<dyn std::any::Any + Send>>);
+pub struct RootCarry {
+    changes: StateChanges,
+    /// Accounts whose entry in `changes` moved since the view last took them.
+    moved: Vec<Address>,
+    view: Option<Box<dyn std::any::Any + Send>>,
+}
 
 impl RootCarry {
-    /// The view's state of type `T`, created empty on first use (or when a view of another kind
-    /// left something else).
-    pub fn get_or_default<T: std::any::Any + Send + Default>(&mut self) -> &mut T {
-        if !self.0.as_ref().is_some_and(|held| held.is::<T>()) {
-            self.0 = Some(Box::new(T::default()));
+    /// Records how `address` differs from the base now (`None`: not at all). Setting what is
+    /// already there is not a move.
+    pub fn set(&mut self, address: Address, change: Option<AccountChange>) {
+        let same = self.changes.get(&address) == change.as_ref();
+        if same {
+            return;
         }
-        self.0
+        match change {
+            Some(change) => self.changes.insert(address, change),
+            None => self.changes.remove(&address),
+        };
+        self.moved.push(address);
+    }
+
+    /// Records `changes` as every account that differs from the base now: the ones not in it
+    /// no longer do.
+    pub fn set_all(&mut self, mut changes: StateChanges) {
+        let back: Vec<Address> = self
+            .changes
+            .keys()
+            .filter(|address| !changes.contains_key(*address))
+            .copied()
+            .collect();
+        for address in back {
+            self.set(address, None);
+        }
+        for (address, change) in changes.drain() {
+            self.set(address, Some(change));
+        }
+    }
+
+    /// Every account that differs from the base.
+    pub fn changes(&self) -> &StateChanges {
+        &self.changes
+    }
+
+    /// For views: the changes, the accounts set since the last call (or every changed one when
+    /// the view's state of type `T` is new: created on first use, after [`RootCarry::forget`],
+    /// or when a view of another kind left something else), and that state.
+    pub fn take_moves<T: std::any::Any + Send + Default>(
+        &mut self,
+    ) -> (&StateChanges, Vec<Address>, &mut T) {
+        let fresh = !self.view.as_ref().is_some_and(|held| held.is::<T>());
+        if fresh {
+            self.view = Some(Box::new(T::default()));
+        }
+        let moved = if fresh {
+            self.moved.clear();
+            self.changes.keys().copied().collect()
+        } else {
+            let mut moved = std::mem::take(&mut self.moved);
+            moved.sort_unstable();
+            moved.dedup();
+            moved
+        };
+        let state = self
+            .view
             .as_mut()
             .and_then(|held| held.downcast_mut::<T>())
-            .expect("a value of type T was just stored")
+            .expect("a value of type T was just stored");
+        (&self.changes, moved, state)
+    }
+
+    /// Drops what the view kept (a view computing a root without it: the next
+    /// [`RootCarry::take_moves`] starts over from every change).
+    pub fn forget(&mut self) {
+        self.view = None;
+        self.moved.clear();
     }
 }
 
 impl std::fmt::Debug for RootCarry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "RootCarry(held)"
-        } else {
-            "RootCarry(empty)"
-        })
+        f.debug_struct("RootCarry")
+            .field("changes", &self.changes.len())
+            .field("moved", &self.moved.len())
+            .field("view", &self.view.is_some())
+            .finish()
     }
 }

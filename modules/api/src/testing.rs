@@ -148,12 +148,7 @@ impl ChainView for MemoryChain {
         }
     }
 
-    fn state_root_with(
-        &self,
-        _base: u64,
-        _changes: &StateChanges,
-        _carry: Option<&mut crate::RootCarry>,
-    ) -> RpcResult<B256> {
+    fn state_root_with(&self, _base: u64, _changes: &StateChanges) -> RpcResult<B256> {
         Err(RpcError::internal("the test chain computes no state roots"))
     }
 }

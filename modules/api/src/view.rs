@@ -90,16 +90,16 @@ pub trait ChainView: Send + Sync {
     /// The state after canonical block `number` (the state block `number + 1` starts from).
     fn state_at(&self, number: u64) -> RpcResult<StateRef>;
 
-    /// The state root of the state after block `base` with `changes` applied on top. `carry`
-    /// holds what the view kept from earlier roots on the same base (see [`RootCarry`]): pass
-    /// the same one for the blocks of one simulation, and none for a lone root (the view then
-    /// keeps nothing).
-    fn state_root_with(
-        &self,
-        base: u64,
-        changes: &StateChanges,
-        carry: Option<&mut RootCarry>,
-    ) -> RpcResult<B256>;
+    /// The state root of the state after block `base` with `changes` applied on top (a lone
+    /// root: the view keeps nothing for later ones).
+    fn state_root_with(&self, base: u64, changes: &StateChanges) -> RpcResult<B256>;
+
+    /// The state root of the state after block `base` with `carry`'s changes on top, for one of
+    /// a run of roots on the same base: the view keeps in `carry` what the next root can reuse.
+    fn state_root_carried(&self, base: u64, carry: &mut RootCarry) -> RpcResult<B256> {
+        carry.forget();
+        self.state_root_with(base, carry.changes())
+    }
 
     /// The EIP-1186 proof of `address` and `keys` in the state after canonical block `number`
     /// (`eth_getProof`). Views without tries do not offer it.

@@ -11,11 +11,12 @@ use alloy::primitives::{
 };
 use revm::{
     bytecode::{Bytecode, BytecodeDecodeError},
-    database::{AccountState, CacheDB},
-    state::AccountInfo,
-    DatabaseRef,
+    database::{AccountState, CacheDB, DbAccount},
+    primitives::{AddressMap, U256Map},
+    state::{Account, AccountInfo},
+    Database, DatabaseCommit, DatabaseRef,
 };
-use simnode_api::{AccountChange, ChainView, StateChanges, StateError, StateRef};
+use simnode_api::{AccountChange, ChainView, StateError, StateRef};
 
 use crate::system_calls::SystemCallMemo;
 
@@ -223,43 +224,109 @@ impl DatabaseRef for BaseDb {
     }
 }
 
-pub type SimDb = CacheDB<BaseDb>;
+/// The state of a simulation: the base read through, every write kept in memory (a revm
+/// `CacheDB`), and the accounts written since the last [`SimDb::take_written`], so that a block's
+/// state root looks only at what moved since the block before. Every write goes through
+/// [`DatabaseCommit`] or [`SimDb::account_mut`], which record it.
+#[derive(Debug)]
+pub struct SimDb {
+    cache: CacheDB<BaseDb>,
+    written: HashSet<Address>,
+}
 
-/// Everything the simulation changed against the base state, for the state root.
-///
-/// The cache also holds what was only read (slots, and accounts touched by system calls with
-/// nothing changed); those are left out, so that the state root rehashes only real changes.
-///
-/// `touched` are the accounts transactions touched (see `Runner::touched`): of those, the
-/// empty ones are removed (EIP-161, which ignores storage, as geth's `empty()` does).
-pub fn collect_changes(db: &SimDb, touched: &HashSet<Address>) -> StateChanges {
-    let base = &db.db;
-    let mut changes = StateChanges::with_capacity(db.cache.accounts.len());
-    for (address, account) in &db.cache.accounts {
+impl SimDb {
+    pub fn new(base: BaseDb) -> Self {
+        Self {
+            cache: CacheDB::new(base),
+            written: HashSet::default(),
+        }
+    }
+
+    pub fn base(&self) -> &BaseDb {
+        &self.cache.db
+    }
+
+    pub fn base_mut(&mut self) -> &mut BaseDb {
+        &mut self.cache.db
+    }
+
+    /// Every account loaded or written so far.
+    pub fn accounts(&self) -> &AddressMap<DbAccount> {
+        &self.cache.cache.accounts
+    }
+
+    /// The block hashes `BLOCKHASH` has asked for, by number.
+    pub fn block_hashes_mut(&mut self) -> &mut U256Map<B256> {
+        &mut self.cache.cache.block_hashes
+    }
+
+    /// Makes `bytecode` the code of `hash` (for an override's code).
+    pub fn insert_code(&mut self, hash: B256, bytecode: &Bytecode) {
+        self.cache
+            .cache
+            .contracts
+            .entry(hash)
+            .or_insert_with(|| bytecode.clone());
+    }
+
+    /// The account, loaded first if it is not yet, to read.
+    pub fn account(&mut self, address: Address) -> Result<&DbAccount, StateError> {
+        self.cache.load_account(address).map(|a| &*a)
+    }
+
+    /// The account, loaded first if it is not yet, to change: recorded as written.
+    pub fn account_mut(&mut self, address: Address) -> Result<&mut DbAccount, StateError> {
+        self.written.insert(address);
+        self.cache.load_account(address)
+    }
+
+    /// The accounts written since the last call.
+    pub fn take_written(&mut self) -> HashSet<Address> {
+        std::mem::take(&mut self.written)
+    }
+
+    /// How every account differs from the base state now: what the changes of the written
+    /// accounts, block by block, must add up to.
+    #[cfg(debug_assertions)]
+    pub fn changes(&self, touched: &HashSet<Address>) -> simnode_api::StateChanges {
+        self.cache
+            .cache
+            .accounts
+            .keys()
+            .filter_map(|address| Some((*address, self.change_of(*address, touched)?)))
+            .collect()
+    }
+
+    /// How `address` differs from the base state now (`None`: not at all).
+    ///
+    /// The cache also holds what was only read (slots, and accounts touched by system calls with
+    /// nothing changed); those are left out, so that the state root rehashes only real changes.
+    ///
+    /// `touched` are the accounts transactions touched (see `Runner::touched`): of those, the
+    /// empty ones are removed (EIP-161, which ignores storage, as geth's `empty()` does).
+    pub fn change_of(&self, address: Address, touched: &HashSet<Address>) -> Option<AccountChange> {
+        let account = self.cache.cache.accounts.get(&address)?;
+        let base = &self.cache.db;
         let (wipe_storage, exists) = match account.account_state {
             // Only read, never written.
-            AccountState::None => continue,
+            AccountState::None => return None,
             AccountState::NotExisting => (true, false),
             AccountState::Touched => (false, true),
             AccountState::StorageCleared => (true, true),
         };
-        let removed = touched.contains(address) && account.info.is_empty();
+        let removed = touched.contains(&address) && account.info.is_empty();
         let info = (exists && !removed).then(|| account.info.clone());
-        let base_info = base.basic_ref(*address);
+        let base_info = base.basic_ref(address);
         if info.is_none() {
             // Removing an account the base does not have changes nothing.
             if matches!(base_info, Ok(None)) {
-                continue;
+                return None;
             }
-            changes.insert(
-                *address,
-                AccountChange {
-                    wipe_storage: true,
-                    storage: Default::default(),
-                    info,
-                },
-            );
-            continue;
+            return Some(AccountChange {
+                wipe_storage: true,
+                storage: Default::default(),
+                info,
+            });
         }
         let storage: std::collections::BTreeMap<U256, U256> = if wipe_storage {
             account.storage.iter().map(|(k, v)| (*k, *v)).collect()
@@ -267,7 +334,7 @@ pub fn collect_changes(db: &SimDb, touched: &HashSet<Address>) -> StateChanges {
             account
                 .storage
                 .iter()
-                .filter(|(k, v)| !matches!(base.storage_ref(*address, **k), Ok(b) if b == **v))
+                .filter(|(k, v)| !matches!(base.storage_ref(address, **k), Ok(b) if b == **v))
                 .map(|(k, v)| (*k, *v))
                 .collect()
         };
@@ -276,19 +343,68 @@ pub fn collect_changes(db: &SimDb, touched: &HashSet<Address>) -> StateChanges {
                 && b.balance == account.info.balance
                 && b.code_hash == account.info.code_hash);
             if unchanged {
-                continue;
+                return None;
             }
         }
-        changes.insert(
-            *address,
-            AccountChange {
-                wipe_storage,
-                storage,
-                info,
-            },
-        );
+        Some(AccountChange {
+            wipe_storage,
+            storage,
+            info,
+        })
     }
-    changes
+}
+
+impl Database for SimDb {
+    type Error = StateError;
+
+    fn basic(&mut self, address: Address) -> Result<Option<AccountInfo>, StateError> {
+        self.cache.basic(address)
+    }
+
+    fn code_by_hash(&mut self, code_hash: B256) -> Result<Bytecode, StateError> {
+        self.cache.code_by_hash(code_hash)
+    }
+
+    fn storage(&mut self, address: Address, index: U256) -> Result<U256, StateError> {
+        self.cache.storage(address, index)
+    }
+
+    fn block_hash(&mut self, number: u64) -> Result<B256, StateError> {
+        self.cache.block_hash(number)
+    }
+}
+
+impl DatabaseRef for SimDb {
+    type Error = StateError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
+        self.cache.basic_ref(address)
+    }
+
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
+        self.cache.code_by_hash_ref(code_hash)
+    }
+
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
+        self.cache.storage_ref(address, index)
+    }
+
+    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
+        self.cache.block_hash_ref(number)
+    }
+}
+
+impl DatabaseCommit for SimDb {
+    fn commit(&mut self, changes: AddressMap<Account>) {
+        // The cache keeps only touched accounts' changes.
+        self.written.extend(
+            changes
+                .iter()
+                .filter(|(_, account)| account.is_touched())
+                .map(|(address, _)| *address),
+        );
+        self.cache.commit(changes);
+    }
 }
 
 #[cfg(test)]

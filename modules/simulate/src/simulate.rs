@@ -42,11 +42,11 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use simnode_api::{
     error::SimulateCode, vm_messages, BlockParam, ChainSpec, ChainView, ModuleContext, RootCarry,
-    RpcError, RpcResult,
+    RpcError, RpcResult, StateChanges,
 };
 
 use crate::{
-    db::{collect_changes, override_code, BaseDb, SimDb},
+    db::{override_code, BaseDb, SimDb},
     inspector::SimInspector,
     precompiles::SimPrecompiles,
     system_calls::{BlockEvm, SimEvm},
@@ -173,7 +173,7 @@ impl Simulation<'_> {
             if inspector.timed_out() {
                 return Err(timeout_err());
             }
-            db.db.push_block_hash(hash);
+            db.base_mut().push_block_hash(hash);
             out.push(json);
             parent = header;
             parent_hash = hash;
@@ -383,8 +383,10 @@ impl Runner<'_> {
                 account.move_precompile_to_address.is_some() || precompiles.get(address).is_some()
             });
             apply_state_overrides(state_overrides, db, &mut precompiles)?;
-            for address in state_overrides.keys() {
-                self.touched.remove(address);
+            for (address, account) in state_overrides {
+                if writes_account(account) {
+                    self.touched.remove(address);
+                }
             }
         }
         let precompiles =
@@ -393,7 +395,7 @@ impl Runner<'_> {
         let memo = if self.precompiles_changed {
             None
         } else {
-            db.db.system_call_memo()
+            db.base().system_call_memo()
         };
         inspector.start_block();
         let ctx = Context::mainnet()
@@ -444,7 +446,7 @@ impl Runner<'_> {
                 Err(EVMError::Transaction(InvalidTransaction::OverflowPaymentInTransaction)) => {
                     let balance = evm
                         .db_mut()
-                        .load_account(prepared.from)
+                        .account(prepared.from)
                         .map_err(RpcError::from)?
                         .info
                         .balance;
@@ -465,7 +467,7 @@ impl Runner<'_> {
                 // geth's nonce counter wraps around where revm's saturates.
                 let account = evm
                     .db_mut()
-                    .load_account(prepared.from)
+                    .account_mut(prepared.from)
                     .map_err(RpcError::from)?;
                 account.info.nonce = 0;
             }
@@ -510,7 +512,7 @@ impl Runner<'_> {
                 if w.amount == 0 {
                     continue;
                 }
-                let account = db.load_account(w.address).map_err(RpcError::from)?;
+                let account = db.account_mut(w.address).map_err(RpcError::from)?;
                 account.info.balance = account.info.balance.saturating_add(w.amount_wei());
                 if !matches!(account.account_state, AccountState::StorageCleared) {
                     account.account_state = AccountState::Touched;
@@ -521,19 +523,34 @@ impl Runner<'_> {
         // A block with difficulty is a proof-of-work block: geth's engine pays the miner.
         if !header.difficulty.is_zero() {
             let reward = base_block_reward_pre_merge(spec, number);
-            let account = db
-                .load_account(header.beneficiary)
-                .map_err(RpcError::from)?;
+            let account = db.account_mut(header.beneficiary).map_err(RpcError::from)?;
             account.info.balance = account.info.balance.saturating_add(U256::from(reward));
             if !matches!(account.account_state, AccountState::StorageCleared) {
                 account.account_state = AccountState::Touched;
             }
         }
 
-        let changes = collect_changes(db, &self.touched);
-        header.state_root =
-            self.chain
-                .state_root_with(self.base_number, &changes, self.root_carry.as_mut())?;
+        let written = db.take_written();
+        header.state_root = match &mut self.root_carry {
+            None => {
+                let changes: StateChanges = written
+                    .into_iter()
+                    .filter_map(|address| Some((address, db.change_of(address, &self.touched)?)))
+                    .collect();
+                self.chain.state_root_with(self.base_number, &changes)?
+            }
+            Some(carry) => {
+                for address in written {
+                    carry.set(address, db.change_of(address, &self.touched));
+                }
+                debug_assert_eq!(
+                    carry.changes(),
+                    &db.changes(&self.touched),
+                    "block {number}: the accounts written since the last block miss a change"
+                );
+                self.chain.state_root_carried(self.base_number, carry)?
+            }
+        };
         header.gas_used = gas_used;
         if cancun {
             header.blob_gas_used = Some(blob_gas_used);
@@ -1050,6 +1067,15 @@ fn apply_state_overrides(
     Ok(())
 }
 
+/// Whether an override sets anything of its account (geth leaves the account alone otherwise).
+fn writes_account(account: &AccountOverride) -> bool {
+    account.balance.is_some()
+        || account.nonce.is_some()
+        || account.code.is_some()
+        || account.state.is_some()
+        || account.state_diff.is_some()
+}
+
 fn apply_account_override(
     address: Address,
     account: &AccountOverride,
@@ -1060,12 +1086,7 @@ fn apply_account_override(
             "account {address} has both 'state' and 'stateDiff'"
         )));
     }
-    let touches = account.balance.is_some()
-        || account.nonce.is_some()
-        || account.code.is_some()
-        || account.state.is_some()
-        || account.state_diff.is_some();
-    if !touches {
+    if !writes_account(account) {
         return Ok(());
     }
     let mut code_info = None;
@@ -1076,13 +1097,10 @@ fn apply_account_override(
     }
     if let Some((hash, bytecode)) = &code_info {
         if *hash != KECCAK_EMPTY {
-            db.cache
-                .contracts
-                .entry(*hash)
-                .or_insert_with(|| bytecode.clone());
+            db.insert_code(*hash, bytecode);
         }
     }
-    let entry = db.load_account(address).map_err(RpcError::from)?;
+    let entry = db.account_mut(address).map_err(RpcError::from)?;
     if let Some(nonce) = account.nonce {
         entry.info.nonce = nonce.to::<u64>();
     }

@@ -243,7 +243,7 @@ impl<'db, 'i> BlockEvm<'db, 'i> {
 /// loading anything. An account the simulation has not loaded still reads as the base block
 /// has it (the cache loads an account on its first read and keeps every write).
 fn reads_still_hold(db: &SimDb, recorded: &Recorded) -> bool {
-    let cache = &db.cache.accounts;
+    let cache = db.accounts();
     if recorded.on_base
         && recorded
             .reads
@@ -280,7 +280,7 @@ fn reads_of(db: &SimDb, state: &EvmState) -> Option<Vec<AccountRead>> {
     state
         .iter()
         .map(|(address, account)| {
-            let before = db.cache.accounts.get(address)?;
+            let before = db.accounts().get(address)?;
             let unchanged = before.account_state != AccountState::NotExisting
                 && !account.is_created()
                 && !account.is_selfdestructed()
@@ -362,18 +362,18 @@ impl<'db, 'i> Evm for BlockEvm<'db, 'i> {
         }
         // The accounts the call can load that the simulation has not loaded yet (the call
         // loads them into the cache, so this is asked before).
-        let cache = &db.cache.accounts;
+        let cache = db.accounts();
         let unloaded: Vec<Address> = [caller, contract, self.evm.block().beneficiary]
             .into_iter()
             .filter(|address| !cache.contains_key(address))
             .collect();
         // Block hashes the call asks for land in the cache's (empty here, the earlier ones
         // set aside): such a call is not recorded.
-        let earlier_hashes = std::mem::take(&mut self.evm.db_mut().cache.block_hashes);
+        let earlier_hashes = std::mem::take(self.evm.db_mut().block_hashes_mut());
         let result = self.evm.transact_system_call(caller, contract, data);
         let db: &mut SimDb = self.evm.db_mut();
-        let asked_block_hash = !db.cache.block_hashes.is_empty();
-        db.cache.block_hashes.extend(earlier_hashes);
+        let asked_block_hash = !db.block_hashes_mut().is_empty();
+        db.block_hashes_mut().extend(earlier_hashes);
         let result = result?;
         if !asked_block_hash {
             if let Some(reads) = reads_of(db, &result.state) {
