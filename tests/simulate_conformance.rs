@@ -683,6 +683,9 @@ fn every_kind_of_write_reaches_the_next_state_root() {
         .map(|b| b["stateRoot"].as_str().unwrap_or_default())
         .collect();
     for pair in roots.windows(2) {
-        assert_ne!(pair[0], pair[1], "a block with writes keeps the root: {roots:?}");
+        assert_ne!(
+            pair[0], pair[1],
+            "a block with writes keeps the root: {roots:?}"
+        );
     }
 }

@@ -1454,6 +1454,43 @@ mod tests {
         }
     }
 
+    /// `Store::state_root_carried` over runs of roots against the full rebuild of each: every
+    /// root sets a few accounts (storage written, replaced, accounts removed, created) and puts
+    /// some earlier ones back as the base has them.
+    #[test]
+    fn carried_store_roots_match_the_uncached_path() {
+        let mut rng = Rng(0x5eed_cafe_f00d_b0a7);
+        let (genesis, with_storage) = genesis_with_storage(&mut rng);
+        let store = crate::store::scratch::ScratchStore::open("root-carry", &genesis);
+        let existing: Vec<Address> = genesis.alloc.keys().copied().collect();
+        for run in 0..8 {
+            let mut carry = RootCarry::default();
+            for root in 0..12 {
+                for (address, change) in
+                    random_changes(&mut rng, &store, 0, &existing, &with_storage)
+                {
+                    carry.set(address, Some(change));
+                }
+                if rng.next().is_multiple_of(3) && !carry.changes().is_empty() {
+                    let n = carry.changes().len();
+                    let back = *carry
+                        .changes()
+                        .keys()
+                        .nth((rng.next() as usize) % n)
+                        .expect("an account");
+                    carry.set(back, None);
+                }
+                let carried = store
+                    .state_root_carried(0, &mut carry)
+                    .expect("carried root");
+                let full = store
+                    .state_root_with(0, carry.changes())
+                    .expect("full root");
+                assert_eq!(carried, full, "run {run} root {root}");
+            }
+        }
+    }
+
     /// Blocks committed one after another advance the head's cached tries instead of
     /// rebuilding them: each block's root comes from the advanced tries (they stay cached, so
     /// no block fell back to the tables), and roots with changes on every new head still
