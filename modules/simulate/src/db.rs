@@ -286,8 +286,7 @@ impl SimDb {
     }
 
     /// How every account differs from the base state now: what the changes of the written
-    /// accounts, block by block, must add up to.
-    #[cfg(debug_assertions)]
+    /// accounts, block by block, must add up to (checked in debug builds).
     pub fn changes(&self, touched: &HashSet<Address>) -> simnode_api::StateChanges {
         self.cache
             .cache
