@@ -1,6 +1,6 @@
 //! Where an EVM-running request executes: first on the RPC thread that received it, for a
 //! short budget; past the budget it is stopped and run again from the start on tokio's
-//! blocking pool, with the request's real deadline.
+//! blocking pool (or an [`EvmPool`]), with the request's real deadline.
 //!
 //! Why: most simulations and traces finish in tens of microseconds, and handing each of them
 //! to a blocking thread and back (two wake-ups, two context switches) cost more CPU than the
@@ -9,24 +9,100 @@
 //! before it moves off it; the work repeated by the second run is at most the budget. Only
 //! requests without side effects may use this: the first run is thrown away.
 
-use std::{sync::Arc, time::Instant};
-
-use tokio::sync::Semaphore;
+use std::{
+    sync::{mpsc, Arc, Mutex},
+    time::Instant,
+};
 
 use crate::{RpcError, RpcResult};
 
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Threads that run EVM work taken off the RPC threads, one per core, in arrival order. More
+/// runs at once than cores would only share the cores, each holding its memory meanwhile; and a
+/// thread that finishes a run takes the next queued one itself, so no core waits for an RPC
+/// thread to hand it on. The threads end when the pool is dropped.
+#[derive(Debug)]
+pub struct EvmPool {
+    queue: mpsc::Sender<Job>,
+}
+
+impl EvmPool {
+    pub fn new(threads: usize) -> std::io::Result<Self> {
+        let (queue, jobs) = mpsc::channel::<Job>();
+        let jobs = Arc::new(Mutex::new(jobs));
+        for i in 0..threads.max(1) {
+            let jobs = jobs.clone();
+            std::thread::Builder::new()
+                .name(format!("simnode-evm-{i}"))
+                .spawn(move || loop {
+                    let next = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    match next {
+                        // A run that panics fails its request (its answer channel drops),
+                        // not the thread.
+                        Ok(job) => {
+                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                        }
+                        Err(mpsc::RecvError) => return,
+                    }
+                })?;
+        }
+        Ok(Self { queue })
+    }
+
+    /// One thread per core.
+    pub fn per_core() -> std::io::Result<Self> {
+        Self::new(std::thread::available_parallelism().map_or(2, |n| n.get()))
+    }
+
+    /// Runs `run(deadline)` on the pool. A run still queued at `deadline` is answered here by
+    /// `run(deadline)` (which reports the timeout at once) and dropped from the queue when its
+    /// turn comes, as is one whose caller went away.
+    async fn run<T, F>(&self, deadline: Instant, run: F) -> RpcResult<T>
+    where
+        T: Send + 'static,
+        F: Fn(Instant) -> RpcResult<T> + Send + 'static,
+    {
+        // Shared with the job, which holds the lock only while it runs.
+        let run = Arc::new(Mutex::new(run));
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let job = {
+            let run = run.clone();
+            Box::new(move || {
+                if !tx.is_closed() {
+                    let out = (run.lock().unwrap_or_else(|e| e.into_inner()))(deadline);
+                    let _ = tx.send(out);
+                }
+            })
+        };
+        self.queue
+            .send(job)
+            .map_err(|_| RpcError::internal("the EVM threads are gone"))?;
+        let out = match tokio::time::timeout_at(deadline.into(), &mut rx).await {
+            Ok(out) => out,
+            Err(_elapsed) => {
+                // Still queued: report the timeout here (the queued job is then skipped).
+                // Running: it stops at the deadline too.
+                let queued = run.try_lock().ok().map(|run| run(deadline));
+                match queued {
+                    Some(timeout) => return timeout,
+                    None => rx.await,
+                }
+            }
+        };
+        out.map_err(|_dropped| RpcError::internal("an EVM thread failed"))?
+    }
+}
+
 /// Runs `run(stop_at)` on this thread with `stop_at` = the earlier of `deadline` and now +
 /// `inline_budget`; when that run stops with [`RpcError::Timeout`] before `deadline`, runs
-/// `run(deadline)` again on the blocking pool. `run` must report reaching its `stop_at` as
-/// `RpcError::Timeout` and must not have side effects.
-///
-/// With `pool_slots`, a run on the pool first takes one of its permits, waiting for one until
-/// `deadline` (then `run(deadline)` reports the timeout itself): more runs at once than cores
-/// only share the cores, each holding its memory meanwhile.
+/// `run(deadline)` again off this thread: on `pool` when there is one, else on tokio's blocking
+/// pool. `run` must report reaching its `stop_at` as `RpcError::Timeout` and must not have side
+/// effects.
 pub async fn inline_then_blocking<T, F>(
     inline_budget: std::time::Duration,
     deadline: Instant,
-    pool_slots: Option<&Arc<Semaphore>>,
+    pool: Option<&EvmPool>,
     run: F,
 ) -> RpcResult<T>
 where
@@ -40,22 +116,12 @@ where
             done => return done,
         }
     }
-    let permit = match pool_slots {
-        None => None,
-        Some(slots) => {
-            match tokio::time::timeout_at(deadline.into(), slots.clone().acquire_owned()).await {
-                Ok(Ok(permit)) => Some(permit),
-                Ok(Err(closed)) => return Err(RpcError::internal(closed)),
-                Err(_elapsed) => return run(deadline),
-            }
-        }
-    };
-    tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        run(deadline)
-    })
-    .await
-    .map_err(|e| RpcError::internal(format!("EVM task failed: {e}")))?
+    if let Some(pool) = pool {
+        return pool.run(deadline, run).await;
+    }
+    tokio::task::spawn_blocking(move || run(deadline))
+        .await
+        .map_err(|e| RpcError::internal(format!("EVM task failed: {e}")))?
 }
 
 #[cfg(test)]
@@ -147,43 +213,78 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 
-    /// Pool runs past the slots wait for one; one that cannot get a slot before its deadline
-    /// reports the timeout (its run sees the deadline passed) instead of running on the pool.
+    /// Runs queue for the pool's threads; one still queued at its deadline reports the timeout
+    /// (its run sees the deadline passed) and never runs on the pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn pool_runs_wait_for_a_slot_until_their_deadline() {
-        let slots = Arc::new(Semaphore::new(1));
-        let held = slots.clone().acquire_owned().await.unwrap();
+    async fn pool_runs_queue_for_a_thread_until_their_deadline() {
+        let pool = Arc::new(EvmPool::new(1).unwrap());
+        // Holds the one thread until released.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        let blocker = tokio::spawn({
+            let pool = pool.clone();
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                pool.run(deadline, move |_| {
+                    let _ = held.lock().unwrap().recv();
+                    Ok(1u32)
+                })
+                .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+
         let runs = Arc::new(AtomicUsize::new(0));
         let deadline = Instant::now() + Duration::from_millis(30);
         let out = inline_then_blocking(
             Duration::ZERO,
             deadline,
-            Some(&slots),
+            Some(&pool),
             job(Duration::from_millis(1), runs.clone()),
         )
         .await;
         assert!(matches!(out, Err(RpcError::Timeout(_))), "{out:?}");
-        assert!(Instant::now() >= deadline, "it waited for the slot");
+        assert!(Instant::now() >= deadline, "it waited for the thread");
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "only the run reporting the timeout"
+        );
 
-        // A slot freed meanwhile lets the run go on.
+        // A thread freed meanwhile takes the next queued run, and the timed-out one is skipped.
         let deadline = Instant::now() + Duration::from_secs(5);
         let waiting = tokio::spawn({
-            let slots = slots.clone();
+            let pool = pool.clone();
             let runs = runs.clone();
             async move {
                 inline_then_blocking(
                     Duration::ZERO,
                     deadline,
-                    Some(&slots),
+                    Some(&pool),
                     job(Duration::ZERO, runs),
                 )
                 .await
             }
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished(), "no slot yet");
-        drop(held);
+        assert!(!waiting.is_finished(), "no thread yet");
+        release.send(()).unwrap();
+        assert_eq!(blocker.await.unwrap().unwrap(), 1);
         assert_eq!(waiting.await.unwrap().unwrap(), 7);
-        assert_eq!(slots.available_permits(), 1, "the run gave its slot back");
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            2,
+            "the timed-out run was not run again"
+        );
+    }
+
+    /// A run that panics fails its own request; the thread goes on to the next.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_run_fails_alone() {
+        let pool = EvmPool::new(1).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let out: RpcResult<u32> = pool.run(deadline, |_| panic!("a bug in a run")).await;
+        assert!(matches!(out, Err(RpcError::Internal(_))), "{out:?}");
+        assert_eq!(pool.run(deadline, |_| Ok(3u32)).await.unwrap(), 3);
     }
 }

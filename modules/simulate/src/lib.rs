@@ -18,11 +18,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tokio::sync::Semaphore;
-
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, Methods};
 use serde_json::{value::RawValue, Value};
-use simnode_api::{offload, BlockParam, ModuleContext, RpcError};
+use simnode_api::{
+    offload::{self, EvmPool},
+    BlockParam, ModuleContext, RpcError,
+};
 
 pub use inspector::{TRANSFER_EVENT_TOPIC, TRANSFER_LOG_EMITTER};
 pub use simulate::TIMESTAMP_INCREMENT;
@@ -43,18 +44,17 @@ pub trait SimulateApi {
 #[derive(Debug, Clone)]
 pub struct Simulate {
     ctx: ModuleContext,
-    /// Simulations on the blocking pool at once: one per core. More would only share the cores
-    /// (and their caches), each holding its state meanwhile (16 blocks of 50 transfers: ~14 MB);
-    /// the others wait for a slot, within their deadline.
-    pool_slots: Arc<Semaphore>,
+    /// Where simulations too long to run inline go: one thread per core. More at once would
+    /// only share the cores (and their caches), each holding its state meanwhile (16 blocks of
+    /// 50 transfers: ~14 MB); the others wait in the queue, within their deadline.
+    pool: Arc<EvmPool>,
 }
 
 impl Simulate {
     pub fn new(ctx: ModuleContext) -> Self {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Self {
             ctx,
-            pool_slots: Arc::new(Semaphore::new(cores)),
+            pool: Arc::new(EvmPool::per_core().expect("starting the EVM threads")),
         }
     }
 
@@ -118,8 +118,7 @@ impl SimulateApiServer for Simulate {
         // A simulation has no side effects, so a run stopped at the inline budget can start
         // again from scratch on the blocking pool.
         let run = move |stop_at| this.simulate_until(payload.clone(), block, stop_at);
-        let slots = Some(&self.pool_slots);
-        Ok(offload::inline_then_blocking(inline_budget, deadline, slots, run).await?)
+        Ok(offload::inline_then_blocking(inline_budget, deadline, Some(&self.pool), run).await?)
     }
 }
 
