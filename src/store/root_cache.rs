@@ -1022,13 +1022,13 @@ struct HashMemo {
     slots: HashMap<U256, B256>,
 }
 
-impl HashMemo {
-    fn address(&mut self, address: &Address) -> B256 {
-        *self
-            .addresses
-            .entry(*address)
-            .or_insert_with(|| hash_address(address))
-    }
+/// The hash of `key` from `known`, computed and remembered on first use.
+fn remembered<K: std::hash::Hash + Eq + Copy>(
+    known: &mut HashMap<K, B256>,
+    key: &K,
+    hash: impl FnOnce(&K) -> B256,
+) -> B256 {
+    *known.entry(*key).or_insert_with(|| hash(key))
 }
 
 const MEMO_LIMIT: usize = 65_536;
@@ -1056,12 +1056,8 @@ fn hashed_overlay_memo<'c>(
         let HashMemo { addresses, slots } = memo;
         super::hashed_overlay_with(
             changes,
-            |address| {
-                *addresses
-                    .entry(*address)
-                    .or_insert_with(|| hash_address(address))
-            },
-            |slot| *slots.entry(*slot).or_insert_with(|| hash_slot(slot)),
+            |address| remembered(addresses, address, hash_address),
+            |slot| remembered(slots, slot, hash_slot),
         )
     })
 }
@@ -1115,7 +1111,12 @@ fn root_carried(
     let overlay = hashed_overlay_memo(moved.iter().filter_map(|a| Some((a, changes.get(a)?))));
     let storage_roots = storage_roots(source, tries, &overlay, Some(carry))?;
     let resolved = resolve_accounts(tries, &overlay, &storage_roots);
-    let hashed: Vec<B256> = with_hash_memo(|memo| moved.iter().map(|a| memo.address(a)).collect());
+    let hashed: Vec<B256> = with_hash_memo(|memo| {
+        moved
+            .iter()
+            .map(|a| remembered(&mut memo.addresses, a, hash_address))
+            .collect()
+    });
     for key in hashed {
         // An account no longer changed is back to the head's leaf.
         let value = match resolved.get(&key) {

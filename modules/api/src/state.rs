@@ -95,7 +95,7 @@ impl RootCarry {
 
     /// Records `changes` as every account that differs from the base now: the ones not in it
     /// no longer do.
-    pub fn set_all(&mut self, mut changes: StateChanges) {
+    pub fn set_all(&mut self, changes: StateChanges) {
         let back: Vec<Address> = self
             .changes
             .keys()
@@ -105,7 +105,7 @@ impl RootCarry {
         for address in back {
             self.set(address, None);
         }
-        for (address, change) in changes.drain() {
+        for (address, change) in changes {
             self.set(address, Some(change));
         }
     }
