@@ -124,7 +124,7 @@ impl SimulateApiServer for Simulate {
 
 /// What a simulation of `payload` costs at least, whatever its calls do: each block and each
 /// call as cheap as a plain transfer on a fast machine (measured in-process: 16 blocks of 50
-/// transfers take 6.0 ms, one block of 800 transfers 3.0 ms, one block of one transfer 14 µs;
+/// transfers take 4.3 ms, one block of 800 transfers 3.0 ms, one block of one transfer 14 µs;
 /// these floors stay below all three).
 fn least_cost(payload: &SimulatePayload) -> Duration {
     const PER_BLOCK: Duration = Duration::from_micros(10);
