@@ -116,7 +116,7 @@ impl SimulateApiServer for Simulate {
         let this = self.clone();
         let block = block.unwrap_or_default();
         // A simulation has no side effects, so a run stopped at the inline budget can start
-        // again from scratch on the blocking pool.
+        // again from scratch off the RPC thread.
         let run = move |stop_at| this.simulate_until(payload.clone(), block, stop_at);
         Ok(offload::inline_then_blocking(inline_budget, deadline, Some(&self.pool), run).await?)
     }
