@@ -159,3 +159,64 @@ impl std::fmt::Debug for RootCarry {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(balance: u64) -> AccountChange {
+        AccountChange {
+            info: Some(AccountInfo {
+                balance: U256::from(balance),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// What a view takes from a carry: every change the first time (and after `forget` or
+    /// when another kind of view held it), then only the accounts whose change moved, once each.
+    #[test]
+    fn a_view_takes_every_change_first_then_only_what_moved() {
+        let (a, b, c) = (
+            Address::repeat_byte(1),
+            Address::repeat_byte(2),
+            Address::repeat_byte(3),
+        );
+        let mut carry = RootCarry::default();
+        carry.set(a, Some(change(1)));
+        carry.set(b, Some(change(2)));
+        let (_, mut moved, _) = carry.take_moves::<u8>();
+        moved.sort();
+        assert_eq!(moved, vec![a, b]);
+
+        carry.set(a, Some(change(1))); // the same as before: no move
+        carry.set(b, Some(change(3)));
+        carry.set(b, Some(change(4)));
+        carry.set(c, None); // not changed before, not changed now: no move
+        let (changes, moved, _) = carry.take_moves::<u8>();
+        assert_eq!(moved, vec![b]);
+        assert_eq!(changes.get(&b), Some(&change(4)));
+
+        // Back to the base, and a whole new set with one account fewer.
+        carry.set(a, None);
+        let (changes, moved, _) = carry.take_moves::<u8>();
+        assert_eq!((moved, changes.len()), (vec![a], 1));
+        carry.set_all(StateChanges::from_iter([(c, change(5))]));
+        let (changes, mut moved, _) = carry.take_moves::<u8>();
+        moved.sort();
+        assert_eq!(moved, vec![b, c]);
+        assert_eq!(changes.keys().collect::<Vec<_>>(), vec![&c]);
+
+        // A view of another kind, or after forget, starts from every change.
+        carry.set(a, Some(change(6)));
+        let all = |mut moved: Vec<Address>| {
+            moved.sort();
+            moved
+        };
+        assert_eq!(all(carry.take_moves::<u16>().1), vec![a, c]);
+        assert!(carry.take_moves::<u16>().1.is_empty());
+        carry.forget();
+        assert_eq!(all(carry.take_moves::<u16>().1), vec![a, c]);
+    }
+}
