@@ -218,21 +218,26 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pool_runs_queue_for_a_thread_until_their_deadline() {
         let pool = Arc::new(EvmPool::new(1).unwrap());
-        // Holds the one thread until released.
+        // Holds the one thread until released (and says when it has it).
         let (release, held) = std::sync::mpsc::channel::<()>();
-        let held = Mutex::new(held);
+        let (started, has_thread) = tokio::sync::oneshot::channel::<()>();
+        let held = Mutex::new((held, Some(started)));
         let blocker = tokio::spawn({
             let pool = pool.clone();
             async move {
                 let deadline = Instant::now() + Duration::from_secs(5);
                 pool.run(deadline, move |_| {
-                    let _ = held.lock().unwrap().recv();
+                    let mut held = held.lock().unwrap();
+                    if let Some(started) = held.1.take() {
+                        let _ = started.send(());
+                    }
+                    let _ = held.0.recv();
                     Ok(1u32)
                 })
                 .await
             }
         });
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        has_thread.await.unwrap();
 
         let runs = Arc::new(AtomicUsize::new(0));
         let deadline = Instant::now() + Duration::from_millis(30);
