@@ -1480,14 +1480,28 @@ mod tests {
         changes
     }
 
+    /// A scratch store `tag` whose genesis holds contracts with storage (see
+    /// `genesis_with_storage`): the store, the genesis accounts, the contracts and their slots.
+    fn store_with_storage(
+        rng: &mut Rng,
+        tag: &str,
+    ) -> (
+        crate::store::scratch::ScratchStore,
+        Vec<Address>,
+        Vec<(Address, u64)>,
+    ) {
+        let (genesis, with_storage) = genesis_with_storage(rng);
+        let store = crate::store::scratch::ScratchStore::open(tag, &genesis);
+        let existing = genesis.alloc.keys().copied().collect();
+        (store, existing, with_storage)
+    }
+
     /// `Store::state_root_on` (cached tries) against `Store::state_root_with` (the full
     /// rebuild) on a store whose genesis holds contracts with storage.
     #[test]
     fn store_roots_match_the_uncached_path() {
         let mut rng = Rng(0x1234_5678_9abc_def1);
-        let (genesis, with_storage) = genesis_with_storage(&mut rng);
-        let store = crate::store::scratch::ScratchStore::open("root-cache", &genesis);
-        let existing: Vec<Address> = genesis.alloc.keys().copied().collect();
+        let (store, existing, with_storage) = store_with_storage(&mut rng, "root-cache");
         for round in 0..60 {
             let changes = random_changes(&mut rng, &store, 0, &existing, &with_storage);
             let cached = store.state_root_on(0, &changes).expect("cached root");
@@ -1502,9 +1516,7 @@ mod tests {
     #[test]
     fn carried_store_roots_match_the_uncached_path() {
         let mut rng = Rng(0x5eed_cafe_f00d_b0a7);
-        let (genesis, with_storage) = genesis_with_storage(&mut rng);
-        let store = crate::store::scratch::ScratchStore::open("root-carry", &genesis);
-        let existing: Vec<Address> = genesis.alloc.keys().copied().collect();
+        let (store, existing, with_storage) = store_with_storage(&mut rng, "root-carry");
         for run in 0..8 {
             let mut carry = RootCarry::default();
             for root in 0..12 {
@@ -1542,9 +1554,7 @@ mod tests {
         use alloy::{consensus::Header, primitives::Sealable};
 
         let mut rng = Rng(0x0f1e_2d3c_4b5a_6978);
-        let (genesis, with_storage) = genesis_with_storage(&mut rng);
-        let store = crate::store::scratch::ScratchStore::open("root-advance", &genesis);
-        let mut existing: Vec<Address> = genesis.alloc.keys().copied().collect();
+        let (store, mut existing, with_storage) = store_with_storage(&mut rng, "root-advance");
         for number in 1..=40u64 {
             let parent = store.head_header().expect("parent");
             let changes = random_changes(&mut rng, &store, number - 1, &existing, &with_storage);
