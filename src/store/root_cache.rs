@@ -1089,18 +1089,17 @@ fn with_hash_memo<R>(f: impl FnOnce(&mut HashMemo) -> R) -> R {
     f(memo)
 }
 
-/// [`hashed_overlay`] of `changes`, with the hashes from the memo.
+/// [`hashed_overlay`] of `changes`, with the hashes from `memo`.
 fn hashed_overlay_memo<'c>(
+    memo: &mut HashMemo,
     changes: impl IntoIterator<Item = (&'c Address, &'c AccountChange)>,
 ) -> HashedOverlay {
-    with_hash_memo(|memo| {
-        let HashMemo { addresses, slots } = memo;
-        super::hashed_overlay_with(
-            changes,
-            |address| remembered(addresses, address, hash_address),
-            |slot| remembered(slots, slot, hash_slot),
-        )
-    })
+    let HashMemo { addresses, slots } = memo;
+    super::hashed_overlay_with(
+        changes,
+        |address| remembered(addresses, address, hash_address),
+        |slot| remembered(slots, slot, hash_slot),
+    )
 }
 
 /// The storage root of every account of `overlay` with storage changes, with the carried
@@ -1130,7 +1129,7 @@ fn root_with_changes(
     tries: &HeadTries,
     changes: &StateChanges,
 ) -> Result<B256, StoreError> {
-    let overlay = hashed_overlay_memo(changes);
+    let overlay = with_hash_memo(|memo| hashed_overlay_memo(memo, changes));
     let storage_roots = storage_roots(source, tries, &overlay, None)?;
     let resolved = resolve_accounts(tries, &overlay, &storage_roots);
     let values = account_values(tries, &resolved);
@@ -1149,15 +1148,18 @@ fn root_carried(
     moved: &[Address],
     carry: &mut SimulationCarry,
 ) -> Result<B256, StoreError> {
-    let overlay = hashed_overlay_memo(moved.iter().filter_map(|a| Some((a, changes.get(a)?))));
-    let storage_roots = storage_roots(source, tries, &overlay, Some(carry))?;
-    let resolved = resolve_accounts(tries, &overlay, &storage_roots);
-    let hashed: Vec<B256> = with_hash_memo(|memo| {
-        moved
+    // The hashes of every moved account (those no longer changed too), and the overlay of the
+    // ones still changed, under one lock of the memo.
+    let (hashed, overlay) = with_hash_memo(|memo| {
+        let hashed: Vec<B256> = moved
             .iter()
             .map(|a| remembered(&mut memo.addresses, a, hash_address))
-            .collect()
+            .collect();
+        let still_changed = moved.iter().filter_map(|a| Some((a, changes.get(a)?)));
+        (hashed, hashed_overlay_memo(memo, still_changed))
     });
+    let storage_roots = storage_roots(source, tries, &overlay, Some(carry))?;
+    let resolved = resolve_accounts(tries, &overlay, &storage_roots);
     for key in hashed {
         // An account no longer changed is back to the head's leaf.
         let value = match resolved.get(&key) {
