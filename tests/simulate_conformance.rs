@@ -689,3 +689,92 @@ fn every_kind_of_write_reaches_the_next_state_root() {
         );
     }
 }
+
+/// A block's transaction root, receipt root and logs bloom are those of its transactions and
+/// call results, also in blocks large enough to have those roots computed on another core
+/// while this one computes the state root (48 calls and more).
+#[test]
+fn large_blocks_roots_match_their_transactions_and_results() {
+    use alloy::{
+        consensus::{
+            proofs::{calculate_receipt_root, calculate_transaction_root},
+            Eip658Value, Receipt, ReceiptEnvelope, TxEnvelope, TxType,
+        },
+        primitives::{Bloom, Log},
+    };
+
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let sender = "0xc0ffee0000000000000000000000000000000000";
+    // LOG1(offset 0, size 0, topic CALLER); STOP
+    let logger = "0xc0de000000000000000000000000000000000000";
+    let calls = |first: u32| -> Vec<Value> {
+        (first..first + 60)
+            .map(|i| {
+                if i % 2 == 0 {
+                    json!({"from": sender, "to": format!("0x{:040x}", 0x5000_0000u64 + u64::from(i)), "value": "0x1"})
+                } else {
+                    json!({"from": sender, "to": logger})
+                }
+            })
+            .collect()
+    };
+    let payload = json!({"returnFullTransactions": true, "blockStateCalls": [
+        {"stateOverrides": {sender: {"balance": "0xffffffff"}, logger: {"code": "0x3360006000a100"}},
+         "calls": calls(0)},
+        {"calls": calls(60)}
+    ]});
+    let resp = answer(&sim, &request(payload));
+    for block in ok_blocks(&resp) {
+        let txs: Vec<TxEnvelope> = block["transactions"]
+            .as_array()
+            .expect("full transactions")
+            .iter()
+            .map(|tx| {
+                serde_json::from_value::<alloy::rpc::types::Transaction>(tx.clone())
+                    .expect("a transaction object")
+                    .into_inner()
+            })
+            .collect();
+        let results = block["calls"].as_array().expect("call results");
+        assert_eq!((txs.len(), results.len()), (60, 60));
+        let mut cumulative = 0u64;
+        let receipts: Vec<ReceiptEnvelope> = txs
+            .iter()
+            .zip(results)
+            .map(|(tx, result)| {
+                let gas = result["gasUsed"].as_str().expect("gasUsed");
+                cumulative += u64::from_str_radix(gas.trim_start_matches("0x"), 16).unwrap();
+                let logs: Vec<Log> =
+                    serde_json::from_value::<Vec<alloy::rpc::types::Log>>(result["logs"].clone())
+                        .expect("logs")
+                        .into_iter()
+                        .map(|log| log.inner)
+                        .collect();
+                let receipt = Receipt {
+                    status: Eip658Value::Eip658(result["status"] == "0x1"),
+                    cumulative_gas_used: cumulative,
+                    logs,
+                };
+                ReceiptEnvelope::from_typed(
+                    TxType::try_from(tx.tx_type() as u8).unwrap(),
+                    receipt.with_bloom(),
+                )
+            })
+            .collect();
+        let mut bloom = Bloom::ZERO;
+        for r in &receipts {
+            bloom |= *r.logs_bloom();
+        }
+        assert_ne!(bloom, Bloom::ZERO, "the logger's logs are in the bloom");
+        let field = |name: &str| block[name].as_str().expect(name).to_string();
+        assert_eq!(
+            field("transactionsRoot"),
+            calculate_transaction_root(&txs).to_string()
+        );
+        assert_eq!(
+            field("receiptsRoot"),
+            calculate_receipt_root(&receipts).to_string()
+        );
+        assert_eq!(field("logsBloom"), bloom.to_string());
+    }
+}

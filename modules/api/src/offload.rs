@@ -10,7 +10,10 @@
 //! requests without side effects may use this: the first run is thrown away.
 
 use std::{
-    sync::{mpsc, Arc, Mutex},
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        mpsc, Arc, Condvar, Mutex,
+    },
     time::Instant,
 };
 
@@ -25,18 +28,24 @@ type Job = Box<dyn FnOnce() + Send>;
 #[derive(Debug)]
 pub struct EvmPool {
     queue: mpsc::Sender<Job>,
+    /// Threads waiting for a job: [`EvmPool::join`] hands work to them only.
+    idle: Arc<AtomicUsize>,
 }
 
 impl EvmPool {
     pub fn new(threads: usize) -> std::io::Result<Self> {
         let (queue, jobs) = mpsc::channel::<Job>();
         let jobs = Arc::new(Mutex::new(jobs));
+        let idle = Arc::new(AtomicUsize::new(0));
         for i in 0..threads.max(1) {
             let jobs = jobs.clone();
+            let idle = idle.clone();
             std::thread::Builder::new()
                 .name(format!("simnode-evm-{i}"))
                 .spawn(move || loop {
+                    idle.fetch_add(1, Ordering::Relaxed);
                     let next = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    idle.fetch_sub(1, Ordering::Relaxed);
                     match next {
                         // A run that panics fails its request (its answer channel drops),
                         // not the thread.
@@ -47,12 +56,44 @@ impl EvmPool {
                     }
                 })?;
         }
-        Ok(Self { queue })
+        Ok(Self { queue, idle })
     }
 
     /// One thread per core.
     pub fn per_core() -> std::io::Result<Self> {
         Self::new(std::thread::available_parallelism().map_or(2, |n| n.get()))
+    }
+
+    /// Runs `here` on this thread and `aside` on an idle pool thread at the same time, when
+    /// one is idle; else both here. An `aside` still queued when `here` is done is taken back
+    /// and run here, so a busy pool costs nothing but the queueing and never leaves this thread
+    /// waiting for a thread to free up. A panic in `aside` resumes here.
+    ///
+    /// For pieces of one run that do not depend on each other (a simulated block's state root
+    /// and its transaction and receipt roots): at low load the second core does one of them.
+    pub fn join<A, B, RA, RB>(&self, here: A, aside: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA,
+        B: FnOnce() -> RB + Send + 'static,
+        RB: Send + 'static,
+    {
+        if self.idle.load(Ordering::Relaxed) == 0 {
+            let a = here();
+            return (a, aside());
+        }
+        let shared = Arc::new(Aside {
+            state: Mutex::new(AsideState::Queued(aside)),
+            finished: AtomicBool::new(false),
+            done: Condvar::new(),
+        });
+        let job: Job = {
+            let shared = shared.clone();
+            Box::new(move || shared.run_if_queued())
+        };
+        // With the threads gone the work stays queued in `shared` and is taken back below.
+        let _ = self.queue.send(job);
+        let a = here();
+        (a, shared.finish_here())
     }
 
     /// Runs `run(deadline)` on the pool. A run still queued at `deadline` is answered here by
@@ -91,6 +132,76 @@ impl EvmPool {
             }
         };
         out.map_err(|_dropped| RpcError::internal("an EVM thread failed"))?
+    }
+}
+
+/// Work handed to the pool by [`EvmPool::join`], shared with the job that may run it.
+struct Aside<B, R> {
+    state: Mutex<AsideState<B, R>>,
+    /// Set with the result, for the joining thread to spin on before it sleeps.
+    finished: AtomicBool,
+    done: Condvar,
+}
+
+/// How long the joining thread waits for a running `aside` awake before it sleeps: a thread
+/// put to sleep is woken through the other core, which costs tens of microseconds in a VM.
+const SPIN_FOR_ASIDE: std::time::Duration = std::time::Duration::from_micros(200);
+
+enum AsideState<B, R> {
+    Queued(B),
+    Running,
+    Done(std::thread::Result<R>),
+    Taken,
+}
+
+impl<B: FnOnce() -> R, R> Aside<B, R> {
+    /// On a pool thread: runs the work unless the joining thread took it back.
+    fn run_if_queued(&self) {
+        let work = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            match std::mem::replace(&mut *state, AsideState::Running) {
+                AsideState::Queued(work) => work,
+                other => {
+                    *state = other;
+                    return;
+                }
+            }
+        };
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = AsideState::Done(out);
+        self.finished.store(true, Ordering::Release);
+        self.done.notify_all();
+    }
+
+    /// On the joining thread: the work's result, running it here if no thread started it.
+    fn finish_here(&self) -> R {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(*state, AsideState::Running) {
+            drop(state);
+            let since = Instant::now();
+            while !self.finished.load(Ordering::Acquire) && since.elapsed() < SPIN_FOR_ASIDE {
+                std::hint::spin_loop();
+            }
+            state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        }
+        loop {
+            match std::mem::replace(&mut *state, AsideState::Taken) {
+                AsideState::Queued(work) => {
+                    drop(state);
+                    return work();
+                }
+                AsideState::Done(Ok(out)) => return out,
+                AsideState::Done(Err(panic)) => {
+                    drop(state);
+                    std::panic::resume_unwind(panic)
+                }
+                AsideState::Running => {
+                    *state = AsideState::Running;
+                    state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+                AsideState::Taken => unreachable!("only the joining thread takes the result"),
+            }
+        }
     }
 }
 
@@ -281,6 +392,75 @@ mod tests {
             2,
             "the timed-out run was not run again"
         );
+    }
+
+    /// With a thread idle the aside work runs on it while `here` runs on the caller.
+    #[test]
+    fn join_runs_the_aside_work_on_an_idle_thread_meanwhile() {
+        let pool = EvmPool::new(1).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pool.idle.load(Ordering::Relaxed) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the pool thread never waited for a job"
+            );
+            std::thread::yield_now();
+        }
+        let caller = std::thread::current().id();
+        let (started, aside_started) = std::sync::mpsc::channel();
+        let (here, aside) = pool.join(
+            // Returns only once the aside work runs: both at once, on two threads.
+            move || aside_started.recv_timeout(Duration::from_secs(5)).is_ok(),
+            move || {
+                let _ = started.send(());
+                std::thread::current().id()
+            },
+        );
+        assert!(here, "the aside work did not start while `here` ran");
+        assert_ne!(aside, caller);
+    }
+
+    /// With no thread idle both run on the caller.
+    #[test]
+    fn join_with_a_busy_pool_runs_both_here() {
+        let pool = EvmPool::new(1).unwrap();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (holding, has_thread) = std::sync::mpsc::channel::<()>();
+        pool.queue
+            .send(Box::new(move || {
+                let _ = holding.send(());
+                let _ = held.recv();
+            }))
+            .unwrap();
+        has_thread.recv().unwrap();
+        let caller = std::thread::current().id();
+        let (here, aside) = pool.join(
+            || std::thread::current().id(),
+            || std::thread::current().id(),
+        );
+        assert_eq!((here, aside), (caller, caller));
+        release.send(()).unwrap();
+    }
+
+    /// Aside work no thread has started is taken back by the caller; a panic in it resumes on
+    /// the caller.
+    #[test]
+    fn aside_work_not_started_runs_here_and_its_panic_reaches_the_caller() {
+        let queued = |work: Box<dyn FnOnce() -> u32 + Send>| Aside {
+            state: Mutex::new(AsideState::Queued(work)),
+            finished: AtomicBool::new(false),
+            done: Condvar::new(),
+        };
+        assert_eq!(queued(Box::new(|| 5)).finish_here(), 5);
+        let aside = queued(Box::new(|| 6));
+        aside.run_if_queued();
+        assert_eq!(aside.finish_here(), 6, "the pool thread's result");
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let aside = queued(Box::new(|| panic!("a bug in the aside work")));
+            aside.run_if_queued();
+            aside.finish_here()
+        }));
+        assert!(panicked.is_err());
     }
 
     /// A run that panics fails its own request; the thread goes on to the next.

@@ -93,6 +93,7 @@ impl Simulate {
             payload,
             block,
             stop_at,
+            helpers: Some(&self.pool),
         }
         .run()
     }
