@@ -292,6 +292,7 @@ struct Runner<'a> {
     precompiles_changed: bool,
     /// What the view keeps between the state roots of this simulation's blocks.
     root_carry: Option<RootCarry>,
+    /// Idle threads a large block's transaction and receipt roots may go to.
     helpers: Option<&'a EvmPool>,
 }
 
