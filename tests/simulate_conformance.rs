@@ -698,7 +698,7 @@ fn large_blocks_roots_match_their_transactions_and_results() {
     use alloy::{
         consensus::{
             proofs::{calculate_receipt_root, calculate_transaction_root},
-            Eip658Value, Receipt, ReceiptEnvelope, TxEnvelope, TxType,
+            Eip658Value, Receipt, ReceiptEnvelope, TxEnvelope,
         },
         primitives::{Bloom, Log},
     };
@@ -755,10 +755,7 @@ fn large_blocks_roots_match_their_transactions_and_results() {
                     cumulative_gas_used: cumulative,
                     logs,
                 };
-                ReceiptEnvelope::from_typed(
-                    TxType::try_from(tx.tx_type() as u8).unwrap(),
-                    receipt.with_bloom(),
-                )
+                ReceiptEnvelope::from_typed(tx.tx_type(), receipt.with_bloom())
             })
             .collect();
         let mut bloom = Bloom::ZERO;
