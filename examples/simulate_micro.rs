@@ -1,5 +1,7 @@
 //! Times one `eth_simulateV1` request in-process, without the network: how long the simulation
-//! itself takes (planning, EVM, roots, block JSON), averaged over many runs on one thread.
+//! itself takes (planning, EVM, roots, block JSON), averaged over many runs one after another.
+//! Each run goes where the node would send it: on this thread when it fits the inline budget,
+//! else on the module's EVM threads (where large blocks hand their body roots to an idle one).
 //!
 //!   cargo run --release --example simulate_micro -- DATADIR PAYLOAD.json [RUNS=20000] [CHAIN=dev]
 //!
@@ -11,7 +13,7 @@ use std::{sync::Arc, time::Instant};
 use anyhow::Context;
 use simnode::{cli::ChainArgs, node, pool::Pool};
 use simnode_api::{BlockParam, ModuleContext, RpcLimits};
-use simnode_simulate::{types::SimulatePayload, Simulate};
+use simnode_simulate::{types::SimulatePayload, Simulate, SimulateApiServer};
 
 // The node's allocator (src/main.rs), so the figure is the node's.
 #[global_allocator]
@@ -45,7 +47,10 @@ fn main() -> anyhow::Result<()> {
         limits: Arc::new(RpcLimits::default()),
     };
     let simulate = Simulate::new(ctx);
-    let once = || simulate.simulate_raw(simulate_payload.clone(), block, Instant::now());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let once = || runtime.block_on(simulate.simulate_v1(simulate_payload.clone(), Some(block)));
     let first = once().map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let bytes: usize = first.iter().map(|b| b.get().len()).sum();
     // Warm-up: caches of the head's tries, the system-call memo, the allocator.

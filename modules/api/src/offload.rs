@@ -61,7 +61,8 @@ impl EvmPool {
     }
 
     /// Runs `here` on this thread and `aside` on an idle pool thread at the same time, when
-    /// this thread is one of the pool's and another is idle; else both here. An `aside` still
+    /// this thread is an EVM thread (of any `EvmPool`) and one of this pool's is idle; else
+    /// both here. An `aside` still
     /// queued when `here` is done is taken back and run here, so a busy pool costs nothing but
     /// the queueing and never leaves this thread waiting for a thread to free up. A panic in
     /// `aside` resumes here.
