@@ -17,7 +17,6 @@ use alloy::{
     },
     eips::{eip4844::DATA_GAS_PER_BLOB, eip4895::Withdrawals, eip7685::Requests},
     primitives::{Address, Bloom, Bytes, Signature, TxKind, B256, U256},
-    rlp::Encodable,
     rpc::types::{BlockTransactions, Log as RpcLog, TransactionRequest},
 };
 use alloy_evm::{
@@ -463,7 +462,8 @@ impl Runner<'_> {
 
         let mut gas_used = 0u64;
         let mut blob_gas_used = 0u64;
-        let mut txs: Vec<(TxEnvelope, Address)> = Vec::with_capacity(calls.len());
+        let mut txs: Vec<TxEnvelope> = Vec::with_capacity(calls.len());
+        let mut senders: Vec<Address> = Vec::with_capacity(calls.len());
         let mut receipts: Vec<ReceiptEnvelope> = Vec::with_capacity(calls.len());
         let mut executed: Vec<ExecutedCall> = Vec::with_capacity(calls.len());
 
@@ -527,7 +527,8 @@ impl Runner<'_> {
                 result: call_result,
                 logs,
             });
-            txs.push((prepared.envelope, prepared.from));
+            txs.push(prepared.envelope);
+            senders.push(prepared.from);
         }
 
         let mut requests = Requests::default();
@@ -567,10 +568,12 @@ impl Runner<'_> {
         }
 
         let written = db.take_written();
-        let transactions: Vec<TxEnvelope> = txs.iter().map(|(tx, _)| tx.clone()).collect();
-        let body_roots = move || BodyRoots::of(transactions, receipts);
+        let calls_run = txs.len();
+        // The transactions travel with their roots' computation (possibly to another thread)
+        // and come back with them, so that none is cloned.
+        let body_roots = move || BodyRoots::of(txs, receipts);
         let (state_root, body) = match self.helpers {
-            Some(pool) if txs.len() >= BODY_ROOTS_ASIDE_FROM => {
+            Some(pool) if calls_run >= BODY_ROOTS_ASIDE_FROM => {
                 pool.join(|| self.state_root(number, written, db), body_roots)
             }
             _ => (self.state_root(number, written, db), body_roots()),
@@ -588,17 +591,22 @@ impl Runner<'_> {
         header.logs_bloom = body.logs_bloom;
 
         let hash = header.hash_slow();
-        let size = Block {
-            header: header.clone(),
-            body: BlockBody {
-                transactions: body.transactions,
-                ommers: Vec::new(),
-                withdrawals: withdrawals.clone(),
-            },
-        }
-        .length();
+        let block_body = BlockBody {
+            transactions: body.transactions,
+            ommers: Vec::new(),
+            withdrawals,
+        };
+        let size = Block::rlp_length_for(&header, &block_body);
 
-        let json = self.block_json(&header, hash, size, txs, executed, withdrawals)?;
+        let json = self.block_json(
+            &header,
+            hash,
+            size,
+            block_body.transactions,
+            senders,
+            executed,
+            block_body.withdrawals,
+        )?;
         Ok((header, hash, json))
     }
 
@@ -840,13 +848,15 @@ impl Runner<'_> {
         header: &Header,
         hash: B256,
         size: usize,
-        txs: Vec<(TxEnvelope, Address)>,
+        txs: Vec<TxEnvelope>,
+        senders: Vec<Address>,
         executed: Vec<ExecutedCall>,
         withdrawals: Option<Withdrawals>,
     ) -> RpcResult<Box<RawValue>> {
         let transactions = if self.full_tx {
             BlockTransactions::Full(
                 txs.into_iter()
+                    .zip(senders)
                     .enumerate()
                     .map(|(i, (tx, from))| {
                         let effective_gas_price = effective_gas_price(&tx, header.base_fee_per_gas);
@@ -864,7 +874,7 @@ impl Runner<'_> {
                     .collect(),
             )
         } else {
-            BlockTransactions::Hashes(txs.iter().map(|(tx, _)| *tx.tx_hash()).collect())
+            BlockTransactions::Hashes(txs.iter().map(|tx| *tx.tx_hash()).collect())
         };
         let tx_hashes: Vec<B256> = match &transactions {
             BlockTransactions::Full(full) => full.iter().map(|t| *t.inner.tx_hash()).collect(),
