@@ -598,15 +598,7 @@ impl Runner<'_> {
         };
         let size = Block::rlp_length_for(&header, &block_body);
 
-        let json = self.block_json(
-            &header,
-            hash,
-            size,
-            block_body.transactions,
-            senders,
-            executed,
-            block_body.withdrawals,
-        )?;
+        let json = self.block_json(&header, hash, size, block_body, senders, executed)?;
         Ok((header, hash, json))
     }
 
@@ -848,11 +840,15 @@ impl Runner<'_> {
         header: &Header,
         hash: B256,
         size: usize,
-        txs: Vec<TxEnvelope>,
+        body: BlockBody<TxEnvelope>,
         senders: Vec<Address>,
         executed: Vec<ExecutedCall>,
-        withdrawals: Option<Withdrawals>,
     ) -> RpcResult<Box<RawValue>> {
+        let BlockBody {
+            transactions: txs,
+            withdrawals,
+            ..
+        } = body;
         let transactions = if self.full_tx {
             BlockTransactions::Full(
                 txs.into_iter()
