@@ -65,6 +65,25 @@ pub struct NodeArgs {
     pub rpc: crate::rpc::RpcArgs,
     #[command(flatten)]
     pub evm: EvmLimitArgs,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+}
+
+/// Memory the node keeps to compute state roots fast.
+#[derive(Debug, Clone, Args)]
+pub struct CacheArgs {
+    /// Most storage slots kept in memory as tries, for the state roots of new and simulated
+    /// blocks (about 120 bytes each); past it the least recently used tries are dropped and
+    /// built again from the database when needed.
+    #[arg(long = "cache.storage-slots", default_value_t = crate::store::DEFAULT_STORAGE_SLOTS_KEPT)]
+    pub storage_slots: usize,
+}
+
+impl CacheArgs {
+    /// Puts the limits in force (they hold for the whole process).
+    pub fn apply(&self) {
+        crate::store::set_storage_slots_kept(self.storage_slots);
+    }
 }
 
 /// Limits of the EVM-running methods (eth_call, eth_simulateV1, trace_callMany, eth_getLogs).
@@ -102,6 +121,8 @@ pub struct ImportArgs {
     /// RLP files of concatenated blocks, as `geth export` writes them.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {

@@ -88,6 +88,7 @@ pub fn run(mut args: NodeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: NodeArgs) -> anyhow::Result<()> {
+    args.cache.apply();
     let (store, chain) = open_store(&args.chain)?;
     let dir = datadir(&args.chain);
     let spec = Arc::new(chain.spec.clone());

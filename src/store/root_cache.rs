@@ -19,7 +19,10 @@ use std::{
     cell::OnceCell,
     collections::{btree_map::Entry, BTreeMap},
     ops::Range,
-    sync::{Arc, Mutex, RwLock},
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc, Mutex, RwLock,
+    },
 };
 
 use alloy::rlp::Decodable;
@@ -49,6 +52,23 @@ impl<S: StateSource<Error = StoreError>> Source for S {}
 const HEADS_KEPT: usize = 3;
 /// Storage tries larger than this are not kept (built for the request and dropped).
 const MAX_CACHED_SLOTS: usize = 200_000;
+
+/// Storage slots the kept storage tries of a head may hold together, by default. A kept slot
+/// costs about 120 bytes (its key, its value and its share of the nodes above it; measured on
+/// tries of 400,000 slots), so about 120 MB.
+pub const DEFAULT_STORAGE_SLOTS_KEPT: usize = 1_000_000;
+
+static STORAGE_SLOTS_KEPT: AtomicUsize = AtomicUsize::new(DEFAULT_STORAGE_SLOTS_KEPT);
+
+/// Sets how many storage slots the kept storage tries of a head may hold together
+/// (`--cache.storage-slots`); past it the least recently used tries are dropped, to be built
+/// again from the tables when a root needs them. Heads cached from then on take it.
+pub fn set_storage_slots_kept(slots: usize) {
+    STORAGE_SLOTS_KEPT.store(slots, Ordering::Relaxed);
+}
+
+/// Orders the uses of kept storage tries (a clock that only counts).
+static STORAGE_USES: AtomicU64 = AtomicU64::new(0);
 
 /// (path bits, path length in nibbles): the nibbles of the path, the rest zero.
 type PathKey = (B256, u8);
@@ -625,13 +645,115 @@ impl<'a> Walk<'a> {
 struct HeadTries {
     hash: B256,
     accounts: CachedTrie,
-    /// Storage tries by hashed address, built when a simulation first changes the account.
-    storage: RwLock<HashMap<B256, Arc<CachedTrie>>>,
+    /// Storage tries by hashed address, built when a block or a simulation first changes the
+    /// account.
+    storage: RwLock<StorageTries>,
     /// Recent storage roots by account and exact slot changes: the system contracts get the
     /// same writes in every simulation on this head that keeps the default block fields.
     storage_roots: Mutex<HashMap<B256, Vec<(SlotChanges, B256)>>>,
     /// Account subtrees changed only by the system contracts.
     system_subtrees: SubtreeMemo,
+}
+
+/// The storage tries a head keeps, at most `budget` slots in all: every block and every
+/// simulation that writes an account's storage would otherwise leave its trie here for good,
+/// and the next head inherits them, so a long-running node (or requests simulating writes to
+/// many contracts) would grow without limit.
+#[derive(Debug, Clone)]
+struct StorageTries {
+    tries: HashMap<B256, KeptTrie>,
+    /// Leaves of all of `tries`.
+    slots: usize,
+    budget: usize,
+    /// Tries dropped for the budget so far (on this head and the heads it came from).
+    dropped: u64,
+}
+
+#[derive(Debug)]
+struct KeptTrie {
+    trie: Arc<CachedTrie>,
+    /// [`STORAGE_USES`] at its last use.
+    last_used: AtomicU64,
+}
+
+impl Clone for KeptTrie {
+    fn clone(&self) -> Self {
+        Self {
+            trie: self.trie.clone(),
+            last_used: AtomicU64::new(self.last_used.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+fn next_use() -> u64 {
+    STORAGE_USES.fetch_add(1, Ordering::Relaxed)
+}
+
+impl StorageTries {
+    fn new(budget: usize) -> Self {
+        Self {
+            tries: HashMap::default(),
+            slots: 0,
+            budget,
+            dropped: 0,
+        }
+    }
+
+    /// The trie of account `hashed`, if kept (which counts as a use).
+    fn get(&self, hashed: &B256) -> Option<Arc<CachedTrie>> {
+        let kept = self.tries.get(hashed)?;
+        kept.last_used.store(next_use(), Ordering::Relaxed);
+        Some(kept.trie.clone())
+    }
+
+    /// The root of account `hashed`'s trie, if kept (not a use: advancing a head checks it).
+    fn root_of(&self, hashed: &B256) -> Option<B256> {
+        self.tries.get(hashed).map(|kept| kept.trie.root())
+    }
+
+    /// Keeps `trie` as account `hashed`'s, unless it is too large to keep. Past the budget the
+    /// least recently used tries are dropped down to nine tenths of it, so that a run of
+    /// inserts at the limit (a block's) does not sort the tries for each one.
+    fn insert(&mut self, hashed: B256, trie: Arc<CachedTrie>) {
+        self.remove(&hashed);
+        if trie.len() > MAX_CACHED_SLOTS.min(self.budget) {
+            return;
+        }
+        self.slots += trie.len();
+        self.tries.insert(
+            hashed,
+            KeptTrie {
+                trie,
+                last_used: AtomicU64::new(next_use()),
+            },
+        );
+        if self.slots > self.budget {
+            self.trim_to(self.budget - self.budget / 10);
+        }
+    }
+
+    fn remove(&mut self, hashed: &B256) -> Option<Arc<CachedTrie>> {
+        let kept = self.tries.remove(hashed)?;
+        self.slots -= kept.trie.len();
+        Some(kept.trie)
+    }
+
+    /// Drops the least recently used tries until at most `slots` are left.
+    fn trim_to(&mut self, slots: usize) {
+        let mut by_age: Vec<(u64, B256)> = self
+            .tries
+            .iter()
+            .map(|(hashed, kept)| (kept.last_used.load(Ordering::Relaxed), *hashed))
+            .collect();
+        by_age.sort_unstable();
+        for (_, hashed) in by_age {
+            if self.slots <= slots {
+                break;
+            }
+            self.remove(&hashed);
+            self.dropped += 1;
+        }
+    }
 }
 
 /// Hashed slot -> RLP of the new value (`None`: deleted), ascending.
@@ -848,16 +970,14 @@ pub(crate) fn advance_head(
 
     let storage = tries.storage.get_mut().unwrap_or_else(|e| e.into_inner());
     for (hashed, trie) in advanced_storage {
-        if trie.len() <= MAX_CACHED_SLOTS {
-            storage.insert(hashed, Arc::new(trie));
-        }
+        storage.insert(hashed, Arc::new(trie));
     }
     for (hashed, account) in &resolved {
         // A removed account takes its storage with it; a root the trie does not give (an
         // overlay carrying a whole account) leaves the trie to be built again when needed.
-        let stale = match (account, storage.get(hashed)) {
+        let stale = match (account, storage.root_of(hashed)) {
             (None, _) => true,
-            (Some(acc), Some(trie)) => trie.root() != acc.storage_root,
+            (Some(acc), Some(root)) => root != acc.storage_root,
             (Some(_), None) => false,
         };
         if stale {
@@ -968,7 +1088,9 @@ fn build_head(source: &impl Source, hash: B256) -> Result<HeadTries, StoreError>
     Ok(HeadTries {
         hash,
         accounts: CachedTrie::build(leaves),
-        storage: RwLock::new(HashMap::default()),
+        storage: RwLock::new(StorageTries::new(
+            STORAGE_SLOTS_KEPT.load(Ordering::Relaxed),
+        )),
         storage_roots: Mutex::new(HashMap::default()),
         system_subtrees: SubtreeMemo::default(),
     })
@@ -987,19 +1109,21 @@ fn storage_trie(
     tries: &HeadTries,
     hashed: &B256,
 ) -> Result<Arc<CachedTrie>, StoreError> {
-    if let Some(t) = tries
+    if let Some(trie) = tries
         .storage
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .get(hashed)
     {
-        return Ok(t.clone());
+        return Ok(trie);
     }
     let built = Arc::new(build_storage(source, hashed)?);
-    if built.len() <= MAX_CACHED_SLOTS {
-        let mut map = tries.storage.write().unwrap_or_else(|e| e.into_inner());
-        return Ok(map.entry(*hashed).or_insert(built).clone());
+    let mut kept = tries.storage.write().unwrap_or_else(|e| e.into_inner());
+    // Another root may have built it meanwhile.
+    if let Some(trie) = kept.get(hashed) {
+        return Ok(trie);
     }
+    kept.insert(*hashed, built.clone());
     Ok(built)
 }
 
@@ -1595,6 +1719,120 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The kept storage tries stay within their slot budget, the least recently used dropped
+    /// first (down to nine tenths of the budget); a trie larger than the whole budget is not
+    /// kept.
+    #[test]
+    fn storage_tries_keep_to_their_budget() {
+        let trie = |leaves: usize, seed: u64| {
+            let mut rng = Rng(seed);
+            Arc::new(CachedTrie::build(
+                rng.leaves(&[0u8; 32], leaves).into_iter().collect(),
+            ))
+        };
+        let account = B256::repeat_byte;
+        let mut kept = StorageTries::new(10);
+        kept.insert(account(1), trie(4, 1));
+        kept.insert(account(2), trie(4, 2));
+        assert_eq!(kept.slots, 8);
+        // A use makes the first the most recent: going past the budget drops the second.
+        assert!(kept.get(&account(1)).is_some());
+        kept.insert(account(3), trie(3, 3));
+        assert!(
+            kept.root_of(&account(2)).is_none(),
+            "least recently used dropped"
+        );
+        assert!(kept.root_of(&account(1)).is_some());
+        assert!(kept.root_of(&account(3)).is_some());
+        assert_eq!(kept.slots, 7);
+        // A trie kept again counts with its new size only.
+        let smaller = trie(2, 4);
+        kept.insert(account(1), smaller.clone());
+        assert_eq!(kept.root_of(&account(1)), Some(smaller.root()));
+        assert_eq!(kept.slots, 5);
+        // Larger than the whole budget: not kept, and nothing else dropped for it.
+        kept.insert(account(4), trie(11, 5));
+        assert!(kept.root_of(&account(4)).is_none());
+        assert_eq!(kept.slots, 5);
+        assert_eq!(kept.remove(&account(3)).map(|t| t.len()), Some(3));
+        assert_eq!(kept.slots, 2);
+        assert_eq!(kept.tries.len(), 1);
+    }
+
+    /// With a slot budget far below what the blocks write, blocks still advance the head's
+    /// tries with the right roots (checked against the full rebuild), the tries dropped
+    /// along the way are built again when needed, and no head keeps more than the budget.
+    #[test]
+    fn blocks_within_a_small_storage_budget_keep_their_roots() {
+        use alloy::{consensus::Header, primitives::Sealable};
+
+        let mut rng = Rng(0x7a11_b0d6_e7c4_2b19);
+        let (store, mut existing, with_storage) = store_with_storage(&mut rng, "root-budget");
+        // Room for the 65-slot contract's trie and a few small ones (these blocks write
+        // tries of 1, 2, 54, 65, 110 and 202 slots, and wipe most soon). Heads cached while
+        // this runs (other tests' too) keep to it; that changes how much is rebuilt, never a
+        // root.
+        let budget = 70;
+        set_storage_slots_kept(budget);
+        let mut most_kept = 0;
+        let mut dropped = 0;
+        for number in 1..=30u64 {
+            let parent = store.head_header().expect("parent");
+            let changes = random_changes(&mut rng, &store, number - 1, &existing, &with_storage);
+            existing.extend(changes.keys().copied());
+            existing.sort_unstable();
+            existing.dedup();
+            let state_root = store
+                .state_root_with(number - 1, &changes)
+                .expect("full root");
+            let header = Header {
+                parent_hash: parent.hash(),
+                number,
+                state_root,
+                ..Default::default()
+            }
+            .seal_slow();
+            let hash = header.hash();
+            let block = crate::store::NewBlock {
+                header,
+                body: Default::default(),
+                senders: vec![],
+                receipts: vec![],
+                requests: vec![],
+            };
+            // The commit checks the advanced tries' root against the header's.
+            store.commit_block(&block, &changes).expect("block commits");
+            let head = cached_head(&hash).expect("tries advanced");
+            let within_budget = |after: &str| {
+                let kept = head.storage.read().expect("storage tries");
+                assert!(
+                    kept.slots <= budget,
+                    "block {number}, after {after}: {} slots kept",
+                    kept.slots
+                );
+                assert_eq!(
+                    kept.slots,
+                    kept.tries.values().map(|t| t.trie.len()).sum::<usize>()
+                );
+                (kept.slots, kept.dropped)
+            };
+            most_kept = most_kept.max(within_budget("the commit").0);
+            // A root on the new head builds (and keeps) the tries it lacks.
+            let probe = random_changes(&mut rng, &store, number, &existing, &with_storage);
+            assert_eq!(
+                store.state_root_on(number, &probe).expect("cached root"),
+                store.state_root_with(number, &probe).expect("full root"),
+                "block {number}: {probe:?}"
+            );
+            let (kept, dropped_so_far) = within_budget("a root with changes");
+            most_kept = most_kept.max(kept);
+            dropped = dropped_so_far;
+        }
+        set_storage_slots_kept(DEFAULT_STORAGE_SLOTS_KEPT);
+        assert!(most_kept > 0, "storage tries were kept at all");
+        assert!(dropped > 0, "the budget dropped tries");
     }
 
     #[test]

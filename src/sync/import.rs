@@ -23,6 +23,7 @@ use anyhow::{bail, Context};
 use crate::{cli::ImportArgs, exec, node::open_store, store::Store};
 
 pub fn run(args: ImportArgs) -> anyhow::Result<()> {
+    args.cache.apply();
     let (store, _chain) = open_store(&args.chain)?;
     for file in &args.files {
         let stats = import_file(&store, file)?;
