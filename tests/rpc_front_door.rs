@@ -1530,6 +1530,10 @@ async fn prometheus_metrics() {
     assert_eq!(node.call("bad", "test_echo", json!([1])).await.status, 401);
     rpc::metrics::set_head_block(42);
     rpc::metrics::record_block_gas(30_000_000, Duration::from_millis(100));
+    rpc::metrics::record_storage_tries(Some(simnode::store::StorageTriesKept {
+        slots: 1234,
+        dropped: 5,
+    }));
 
     let scrape = http(metrics_addr, "GET", "/metrics", None, Vec::new()).await;
     assert_eq!(scrape.status, 200);
@@ -1542,6 +1546,8 @@ async fn prometheus_metrics() {
         "simnode_rpc_key_requests_total{key=",
         "simnode_head_block 42",
         "simnode_import_gas_per_second 300000000",
+        "simnode_storage_trie_slots 1234",
+        "simnode_storage_tries_dropped 5",
     ] {
         assert!(text.contains(needle), "missing {needle} in\n{text}");
     }

@@ -11,6 +11,10 @@
 //! - `simnode_ws_connections`: open WebSocket connections.
 //! - `simnode_head_block`, `simnode_import_gas_per_second`, `simnode_import_gas_total`: set by the
 //!   node through [`set_head_block`] and [`record_block_gas`].
+//! - `simnode_storage_trie_slots`, `simnode_storage_tries_dropped`: the storage tries the newest
+//!   head keeps for state roots (`--cache.storage-slots`), set after each block through
+//!   [`record_storage_tries`]; slots near the budget and a growing drop count say the budget is
+//!   too small for the chain's working set.
 //!
 //! Without `--metrics` no recorder is installed and all of this costs a few no-op calls.
 
@@ -27,6 +31,8 @@ pub const WS_CONNECTIONS: &str = "simnode_ws_connections";
 pub const HEAD_BLOCK: &str = "simnode_head_block";
 pub const IMPORT_GAS_RATE: &str = "simnode_import_gas_per_second";
 pub const IMPORT_GAS_TOTAL: &str = "simnode_import_gas_total";
+pub const STORAGE_TRIE_SLOTS: &str = "simnode_storage_trie_slots";
+pub const STORAGE_TRIES_DROPPED: &str = "simnode_storage_tries_dropped";
 
 /// Latency buckets: from a cache hit (100 µs) to a long trace (30 s).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -68,6 +74,23 @@ fn describe() {
         "Gas per second of the last imported or executed block"
     );
     metrics::describe_counter!(IMPORT_GAS_TOTAL, "Gas of all imported or executed blocks");
+    metrics::describe_gauge!(
+        STORAGE_TRIE_SLOTS,
+        "Storage slots the newest head keeps in memory as tries"
+    );
+    metrics::describe_gauge!(
+        STORAGE_TRIES_DROPPED,
+        "Storage tries dropped for --cache.storage-slots since the head's tries were built"
+    );
+}
+
+/// The node calls this after each block with what its head's storage tries hold (`None`: the
+/// head's tries are not cached, nothing to report).
+pub fn record_storage_tries(kept: Option<crate::store::StorageTriesKept>) {
+    if let Some(kept) = kept {
+        metrics::gauge!(STORAGE_TRIE_SLOTS).set(kept.slots as f64);
+        metrics::gauge!(STORAGE_TRIES_DROPPED).set(kept.dropped as f64);
+    }
 }
 
 /// The node calls this when the canonical head moves.

@@ -37,7 +37,7 @@ use simnode_api::{
 };
 
 use codec::{changeset_key, hash_address, hash_slot, history_key, storage_key, StoredAccount};
-pub use root_cache::{set_storage_slots_kept, DEFAULT_STORAGE_SLOTS_KEPT};
+pub use root_cache::{set_storage_slots_kept, StorageTriesKept, DEFAULT_STORAGE_SLOTS_KEPT};
 pub use state::HistoricalState;
 use trie::{HashedOverlay, OverlayAccount, StateSource, StorageOverlay};
 

@@ -802,7 +802,27 @@ fn storage_leaf(value: &U256) -> Vec<u8> {
     alloy::rlp::encode(value)
 }
 
+/// What the storage tries kept for one head hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageTriesKept {
+    /// Slots of all the kept tries.
+    pub slots: usize,
+    /// Tries dropped for the budget since the head's tries were first built (a restart or a
+    /// reorg past the cached heads builds them again, from zero).
+    pub dropped: u64,
+}
+
 impl Store {
+    /// The storage tries kept for the head `hash`, if its tries are cached.
+    pub fn storage_tries_kept(&self, hash: &B256) -> Option<StorageTriesKept> {
+        let head = cached_head(hash)?;
+        let kept = head.storage.read().unwrap_or_else(|e| e.into_inner());
+        Some(StorageTriesKept {
+            slots: kept.slots,
+            dropped: kept.dropped,
+        })
+    }
+
     /// The state root of the state after block `base` with `changes` on top; the same as
     /// [`Store::state_root_with`], answered from the cached tries of the head when `base` is
     /// the head.
@@ -1827,6 +1847,13 @@ mod tests {
                 "block {number}: {probe:?}"
             );
             let (kept, dropped_so_far) = within_budget("a root with changes");
+            assert_eq!(
+                store.storage_tries_kept(&hash),
+                Some(StorageTriesKept {
+                    slots: kept,
+                    dropped: dropped_so_far
+                })
+            );
             most_kept = most_kept.max(kept);
             dropped = dropped_so_far;
         }

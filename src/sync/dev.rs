@@ -173,6 +173,7 @@ pub fn mine_once(
     }
     store.commit_block(&block, &changes)?;
     crate::rpc::metrics::record_block_gas(block.header.gas_used, started.elapsed());
+    crate::rpc::metrics::record_storage_tries(store.storage_tries_kept(&block.header.hash()));
     let included: Vec<B256> = block
         .body
         .transactions

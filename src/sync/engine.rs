@@ -146,6 +146,7 @@ impl EngineApi {
         match exec::import_block(&self.store, header, block.body) {
             Ok(gas) => {
                 crate::rpc::metrics::record_block_gas(gas, started.elapsed());
+                crate::rpc::metrics::record_storage_tries(self.store.storage_tries_kept(&hash));
                 // It may have been kept as a side block before (e.g. unwound by a rewind).
                 self.store.remove_side_block(&hash).map_err(internal)?;
                 let state = self
