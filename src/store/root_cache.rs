@@ -1691,41 +1691,55 @@ mod tests {
         }
     }
 
+    /// Commits block `number` with random changes on top of the head (its state root from
+    /// the full rebuild; the commit checks the advanced tries' root against it) and returns
+    /// its hash; `existing` gains the accounts it created.
+    fn commit_random_block(
+        rng: &mut Rng,
+        store: &Store,
+        number: u64,
+        existing: &mut Vec<Address>,
+        with_storage: &[(Address, u64)],
+    ) -> B256 {
+        use alloy::{consensus::Header, primitives::Sealable};
+
+        let parent = store.head_header().expect("parent");
+        let changes = random_changes(rng, store, number - 1, existing, with_storage);
+        existing.extend(changes.keys().copied());
+        existing.sort_unstable();
+        existing.dedup();
+        let state_root = store
+            .state_root_with(number - 1, &changes)
+            .expect("full root");
+        let header = Header {
+            parent_hash: parent.hash(),
+            number,
+            state_root,
+            ..Default::default()
+        }
+        .seal_slow();
+        let hash = header.hash();
+        let block = crate::store::NewBlock {
+            header,
+            body: Default::default(),
+            senders: vec![],
+            receipts: vec![],
+            requests: vec![],
+        };
+        store.commit_block(&block, &changes).expect("block commits");
+        hash
+    }
+
     /// Blocks committed one after another advance the head's cached tries instead of
     /// rebuilding them: each block's root comes from the advanced tries (they stay cached, so
     /// no block fell back to the tables), and roots with changes on every new head still
     /// match the full rebuild.
     #[test]
     fn committed_blocks_advance_the_cached_tries() {
-        use alloy::{consensus::Header, primitives::Sealable};
-
         let mut rng = Rng(0x0f1e_2d3c_4b5a_6978);
         let (store, mut existing, with_storage) = store_with_storage(&mut rng, "root-advance");
         for number in 1..=40u64 {
-            let parent = store.head_header().expect("parent");
-            let changes = random_changes(&mut rng, &store, number - 1, &existing, &with_storage);
-            existing.extend(changes.keys().copied());
-            existing.sort_unstable();
-            existing.dedup();
-            let state_root = store
-                .state_root_with(number - 1, &changes)
-                .expect("full root");
-            let header = Header {
-                parent_hash: parent.hash(),
-                number,
-                state_root,
-                ..Default::default()
-            }
-            .seal_slow();
-            let hash = header.hash();
-            let block = crate::store::NewBlock {
-                header,
-                body: Default::default(),
-                senders: vec![],
-                receipts: vec![],
-                requests: vec![],
-            };
-            store.commit_block(&block, &changes).expect("block commits");
+            let hash = commit_random_block(&mut rng, &store, number, &mut existing, &with_storage);
             assert!(
                 cached_head(&hash).is_some(),
                 "block {number}: tries advanced"
@@ -1786,8 +1800,6 @@ mod tests {
     /// along the way are built again when needed, and no head keeps more than the budget.
     #[test]
     fn blocks_within_a_small_storage_budget_keep_their_roots() {
-        use alloy::{consensus::Header, primitives::Sealable};
-
         let mut rng = Rng(0x7a11_b0d6_e7c4_2b19);
         let (store, mut existing, with_storage) = store_with_storage(&mut rng, "root-budget");
         // Room for the 65-slot contract's trie and a few small ones (these blocks write
@@ -1799,31 +1811,7 @@ mod tests {
         let mut most_kept = 0;
         let mut dropped = 0;
         for number in 1..=30u64 {
-            let parent = store.head_header().expect("parent");
-            let changes = random_changes(&mut rng, &store, number - 1, &existing, &with_storage);
-            existing.extend(changes.keys().copied());
-            existing.sort_unstable();
-            existing.dedup();
-            let state_root = store
-                .state_root_with(number - 1, &changes)
-                .expect("full root");
-            let header = Header {
-                parent_hash: parent.hash(),
-                number,
-                state_root,
-                ..Default::default()
-            }
-            .seal_slow();
-            let hash = header.hash();
-            let block = crate::store::NewBlock {
-                header,
-                body: Default::default(),
-                senders: vec![],
-                receipts: vec![],
-                requests: vec![],
-            };
-            // The commit checks the advanced tries' root against the header's.
-            store.commit_block(&block, &changes).expect("block commits");
+            let hash = commit_random_block(&mut rng, &store, number, &mut existing, &with_storage);
             let head = cached_head(&hash).expect("tries advanced");
             let within_budget = |after: &str| {
                 let kept = head.storage.read().expect("storage tries");
