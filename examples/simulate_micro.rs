@@ -13,7 +13,7 @@ use std::{sync::Arc, time::Instant};
 use anyhow::Context;
 use simnode::{cli::ChainArgs, node, pool::Pool};
 use simnode_api::{BlockParam, ModuleContext, RpcLimits};
-use simnode_simulate::{types::SimulatePayload, Simulate, SimulateApiServer};
+use simnode_simulate::{types::SimulatePayload, Simulate};
 
 // The node's allocator (src/main.rs), so the figure is the node's.
 #[global_allocator]
@@ -50,7 +50,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let once = || runtime.block_on(simulate.simulate_v1(simulate_payload.clone(), Some(block)));
+    let once = || runtime.block_on(simulate.simulate(simulate_payload.clone(), block));
     let first = once().map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let bytes: usize = first.iter().map(|b| b.get().len()).sum();
     // Warm-up: caches of the head's tries, the system-call memo, the allocator.

@@ -166,6 +166,67 @@ fn gas_cap_zero_means_no_cap() {
     assert_eq!(calls[1]["status"], "0x1", "{blocks}");
 }
 
+/// eth_simulateV1's blocks reach the client the same on every path: a single HTTP request
+/// (the front door writes the answer around the blocks' JSON text), a batch item and a
+/// WebSocket message (both through jsonrpsee).
+#[test]
+fn simulate_answers_the_same_single_batched_and_over_websocket() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let node = Node::start(TempDir::new("dev-sim-paths"), Path::new("dev"), &["--dev"]);
+    let to = address!("000000000000000000000000000000000000beef");
+    let params = json!([{
+        "traceTransfers": true,
+        "blockStateCalls": [
+            {"calls": [{"from": ADDR0, "to": to, "value": "0x1"}]},
+            {"calls": [{"from": ADDR0, "to": to, "value": "0x2"}]}
+        ]
+    }, "latest"]);
+    let request =
+        |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "eth_simulateV1", "params": params});
+
+    let (status, single) = node.rpc_raw(&request(7).to_string());
+    assert_eq!(status, 200);
+    let single: Value = serde_json::from_str(&single).expect("json");
+    assert_eq!(single["id"], 7);
+    let blocks = single["result"].as_array().expect("blocks");
+    assert_eq!(blocks.len(), 2, "{single}");
+    assert_eq!(
+        blocks[1]["calls"][0]["logs"][0]["data"],
+        format!("0x{:064x}", 2)
+    );
+
+    let (_, batch) = node.rpc_raw(&json!([request(8), request(9)]).to_string());
+    let batch: Value = serde_json::from_str(&batch).expect("json");
+    assert_eq!(batch[0]["result"], single["result"], "{batch}");
+    assert_eq!(batch[1]["result"], single["result"], "{batch}");
+
+    let over_ws = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let (mut ws, _) = tokio_tungstenite::connect_async(node.ws_url())
+                .await
+                .expect("ws connect");
+            ws.send(Message::Text(request(10).to_string().into()))
+                .await
+                .expect("ws send");
+            loop {
+                match ws.next().await.expect("an answer").expect("ws frame") {
+                    Message::Text(text) => {
+                        break serde_json::from_str::<Value>(&text).expect("json")
+                    }
+                    Message::Ping(_) | Message::Pong(_) => continue,
+                    other => panic!("unexpected ws message {other:?}"),
+                }
+            }
+        });
+    assert_eq!(over_ws["id"], 10);
+    assert_eq!(over_ws["result"], single["result"]);
+}
+
 /// A call past `--rpc.evm-timeout` with more gas than a block holds answers -32016 and stops
 /// running: the node goes idle right after. (eth_call, eth_estimateGas and eth_createAccessList used to answer at the deadline
 /// while the EVM ran on in a blocking thread until the gas was used up, which with

@@ -703,8 +703,6 @@ fn large_blocks_roots_match_their_transactions_and_results() {
         primitives::{Bloom, Log},
     };
 
-    use simnode_simulate::SimulateApiServer;
-
     // No inline budget: the run goes to the EVM threads, where blocks may hand their roots over.
     let sim = Simulate::new(context(RpcLimits {
         evm_inline_budget: Duration::ZERO,
@@ -735,7 +733,7 @@ fn large_blocks_roots_match_their_transactions_and_results() {
         .build()
         .expect("a runtime");
     let blocks = runtime
-        .block_on(sim.simulate_v1(payload, None))
+        .block_on(sim.simulate(payload, BlockParam::default()))
         .expect("the simulation");
     assert_eq!(blocks.len(), 2);
     for block in blocks {
