@@ -59,6 +59,28 @@ impl Simulate {
         }
     }
 
+    /// Runs a simulation where the node would: on this thread within the inline budget, else
+    /// (or past it) on the EVM threads; each block as JSON text.
+    pub async fn simulate(
+        &self,
+        payload: SimulatePayload,
+        block: BlockParam,
+    ) -> Result<Vec<Box<RawValue>>, RpcError> {
+        let limits = &self.ctx.limits;
+        let deadline = Instant::now() + limits.evm_timeout;
+        let inline_budget = if least_cost(&payload) > limits.evm_inline_budget {
+            // It cannot finish inline: trying would only waste the budget.
+            Duration::ZERO
+        } else {
+            limits.evm_inline_budget
+        };
+        let this = self.clone();
+        // A simulation has no side effects, so a run stopped at the inline budget can start
+        // again from scratch off the RPC thread.
+        let run = move |stop_at| this.simulate_until(payload.clone(), block, stop_at);
+        offload::inline_then_blocking(inline_budget, deadline, Some(&self.pool), run).await
+    }
+
     /// Runs a simulation on the calling thread.
     pub fn simulate_blocking(
         &self,
@@ -113,30 +135,6 @@ impl SimulateApiServer for Simulate {
         // where jsonrpsee would copy the answer and parse all of it again (for the three-block
         // traceTransfers payload, 14 KB, ~3% of the node's CPU per request).
         Ok(answer_value(RawAnswerSlot::of(ext).as_ref(), blocks))
-    }
-}
-
-impl Simulate {
-    /// Runs a simulation where the node would: on this thread within the inline budget, else
-    /// (or past it) on the EVM threads; each block as JSON text.
-    pub async fn simulate(
-        &self,
-        payload: SimulatePayload,
-        block: BlockParam,
-    ) -> Result<Vec<Box<RawValue>>, RpcError> {
-        let limits = &self.ctx.limits;
-        let deadline = Instant::now() + limits.evm_timeout;
-        let inline_budget = if least_cost(&payload) > limits.evm_inline_budget {
-            // It cannot finish inline: trying would only waste the budget.
-            Duration::ZERO
-        } else {
-            limits.evm_inline_budget
-        };
-        let this = self.clone();
-        // A simulation has no side effects, so a run stopped at the inline budget can start
-        // again from scratch off the RPC thread.
-        let run = move |stop_at| this.simulate_until(payload.clone(), block, stop_at);
-        offload::inline_then_blocking(inline_budget, deadline, Some(&self.pool), run).await
     }
 }
 
