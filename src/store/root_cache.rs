@@ -662,7 +662,7 @@ struct HeadTries {
 #[derive(Debug, Clone)]
 struct StorageTries {
     tries: HashMap<B256, KeptTrie>,
-    /// Leaves of all of `tries`.
+    /// [`weight`]s of all of `tries`.
     slots: usize,
     budget: usize,
     /// Tries dropped for the budget so far (on this head and the heads it came from).
@@ -687,6 +687,12 @@ impl Clone for KeptTrie {
 
 fn next_use() -> u64 {
     STORAGE_USES.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The slots a kept trie counts for: its leaves, and one for an empty trie (an account without
+/// storage that a simulation writes to), so that empty tries cannot pile up outside the budget.
+fn weight(trie: &CachedTrie) -> usize {
+    trie.len().max(1)
 }
 
 impl StorageTries {
@@ -716,10 +722,10 @@ impl StorageTries {
     /// inserts at the limit (a block's) does not sort the tries for each one.
     fn insert(&mut self, hashed: B256, trie: Arc<CachedTrie>) {
         self.remove(&hashed);
-        if trie.len() > MAX_CACHED_SLOTS.min(self.budget) {
+        if weight(&trie) > MAX_CACHED_SLOTS.min(self.budget) {
             return;
         }
-        self.slots += trie.len();
+        self.slots += weight(&trie);
         self.tries.insert(
             hashed,
             KeptTrie {
@@ -734,7 +740,7 @@ impl StorageTries {
 
     fn remove(&mut self, hashed: &B256) -> Option<Arc<CachedTrie>> {
         let kept = self.tries.remove(hashed)?;
-        self.slots -= kept.trie.len();
+        self.slots -= weight(&kept.trie);
         Some(kept.trie)
     }
 
@@ -1793,6 +1799,12 @@ mod tests {
         assert_eq!(kept.remove(&account(3)).map(|t| t.len()), Some(3));
         assert_eq!(kept.slots, 2);
         assert_eq!(kept.tries.len(), 1);
+        // Empty tries count as one slot each: no more than the budget of them are kept.
+        for i in 10..30 {
+            kept.insert(account(i), trie(0, 6));
+        }
+        assert!(kept.slots <= 10, "{} slots", kept.slots);
+        assert!(kept.tries.len() <= 10, "{} tries", kept.tries.len());
     }
 
     /// With a slot budget far below what the blocks write, blocks still advance the head's
@@ -1822,7 +1834,7 @@ mod tests {
                 );
                 assert_eq!(
                     kept.slots,
-                    kept.tries.values().map(|t| t.trie.len()).sum::<usize>()
+                    kept.tries.values().map(|t| weight(&t.trie)).sum::<usize>()
                 );
                 (kept.slots, kept.dropped)
             };
