@@ -88,20 +88,10 @@ impl Simulate {
         block: BlockParam,
         started: Instant,
     ) -> Result<Vec<Value>, RpcError> {
-        self.simulate_raw(payload, block, started)?
+        self.simulate_until(payload, block, started + self.ctx.limits.evm_timeout)?
             .iter()
             .map(|b| serde_json::from_str(b.get()).map_err(RpcError::internal))
             .collect()
-    }
-
-    /// Runs a simulation on the calling thread; each block as JSON text.
-    pub fn simulate_raw(
-        &self,
-        payload: SimulatePayload,
-        block: BlockParam,
-        started: Instant,
-    ) -> Result<Vec<Box<RawValue>>, RpcError> {
-        self.simulate_until(payload, block, started + self.ctx.limits.evm_timeout)
     }
 
     /// Runs a simulation on the calling thread, stopped with [`RpcError::Timeout`] at `stop_at`.
