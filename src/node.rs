@@ -110,6 +110,10 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         pool: pool.clone(),
         limits: Arc::new(limits),
     };
+    if args.dev {
+        // Before the server answers, so that no request sees the tags unset.
+        dev::mark_head_final(&store)?;
+    }
     let mut methods = rpc::modules::all_modules(&ctx)?;
     // Block building needs the executor, which modules do not see: the node adds it itself.
     methods

@@ -51,6 +51,12 @@ fn dev_node_mines_sent_transactions() {
     assert_eq!(node.result("eth_chainId", json!([])), "0x539");
     let balance = node.result("eth_getBalance", json!([ADDR0, "latest"]));
     assert_eq!(balance, "0x21e19e0c9bab2400000", "10,000 ETH prefunded");
+    // A dev chain is final as it goes, genesis included (geth --dev also names genesis safe
+    // and finalized before its first block).
+    for tag in ["safe", "finalized"] {
+        let block = node.result("eth_getBlockByNumber", json!([tag, false]));
+        assert_eq!(block["number"], "0x0", "{tag}: {block}");
+    }
 
     let to = address!("000000000000000000000000000000000000beef");
     // A transaction behind a nonce gap waits in the pool: no block is mined for it.
@@ -113,6 +119,10 @@ fn dev_node_mines_sent_transactions() {
 
     // Every mined block's receipts are served, in one call, like an imported block's.
     let head = node.result("eth_blockNumber", json!([]));
+    for tag in ["safe", "finalized"] {
+        let block = node.result("eth_getBlockByNumber", json!([tag, false]));
+        assert_eq!(block["number"], head, "{tag}");
+    }
     let receipts = node.result("eth_getBlockReceipts", json!([head]));
     assert!(
         receipts.as_array().is_some_and(|r| !r.is_empty()),

@@ -280,6 +280,65 @@ fn engine_api_replay_gives_the_same_head_as_import() {
     );
 }
 
+/// Until a consensus client names safe and finalized blocks, those tags are errors, not "no
+/// block": -32000 "safe block not found" as geth answers for block getters, state methods,
+/// receipts and simulations alike, and -39001 "unknown block" for trace methods, as reth. The
+/// forkchoice then sets them.
+#[test]
+fn safe_and_finalized_are_errors_until_a_forkchoice_sets_them() {
+    let node = Node::start(
+        support::import_execution_apis_chain(),
+        &execution_apis_genesis(),
+        &[],
+    );
+    let from = "0x0c2c51a0990aee1d73c1228de158688341557508";
+    let trace = |tag: &str| {
+        node.call(
+            "trace_callMany",
+            json!([[[{"from": from, "to": from}, ["trace"]]], tag]),
+        )
+    };
+    for tag in ["safe", "finalized"] {
+        let expected = json!({"code": -32000, "message": format!("{tag} block not found")});
+        for (method, params) in [
+            ("eth_getBlockByNumber", json!([tag, false])),
+            ("eth_getHeaderByNumber", json!([tag])),
+            ("eth_getBlockTransactionCountByNumber", json!([tag])),
+            ("eth_getBalance", json!([from, tag])),
+            ("eth_call", json!([{"from": from, "to": from}, tag])),
+            ("eth_getBlockReceipts", json!([tag])),
+            (
+                "eth_simulateV1",
+                json!([{"blockStateCalls": [{"calls": []}]}, tag]),
+            ),
+            ("debug_getRawHeader", json!([tag])),
+        ] {
+            let r = node.call(method, params);
+            assert_eq!(r["error"], expected, "{method} at {tag}: {r}");
+        }
+        let r = trace(tag);
+        assert_eq!(
+            r["error"],
+            json!({"code": -39001, "message": "unknown block"}),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        node.result("eth_getBlockByNumber", json!(["latest", false]))["hash"],
+        HEAD_54
+    );
+
+    node.send_head_forkchoice();
+    for tag in ["safe", "finalized"] {
+        let block = node.result("eth_getBlockByNumber", json!([tag, false]));
+        assert_eq!(block["hash"], HEAD_54, "{tag}");
+        let receipts = node.result("eth_getBlockReceipts", json!([tag]));
+        assert!(receipts.is_array(), "{tag}: {receipts}");
+        let r = trace(tag);
+        assert!(r["result"].is_array(), "{tag}: {r}");
+    }
+}
+
 #[test]
 fn engine_api_refuses_bad_tokens_and_reports_unknown_parents() {
     let (node, post_merge, _) = node_at_merge("engine-auth");

@@ -184,11 +184,20 @@ pub fn mine_once(
     pool.on_block(&included, |a| {
         state.account(a).ok().flatten().map(|acc| acc.nonce)
     });
-    // A dev chain has instant finality.
-    store.set_finality(Some(block.header.number), Some(block.header.number))?;
+    mark_head_final(store)?;
     crate::rpc::metrics::set_head_block(block.header.number);
     tracing::info!(target: "simnode::dev", number = block.header.number, txs = block.body.transactions.len(), gas = block.header.gas_used, "mined block");
     Ok(Some(block))
+}
+
+/// A dev chain has instant finality: its head is also its safe and finalized block, from
+/// genesis on (so that `safe` and `finalized` name a block before the first one is mined).
+pub fn mark_head_final(store: &Store) -> Result<(), BlockError> {
+    let head = store.head();
+    if head.safe != Some(head.latest) || head.finalized != Some(head.latest) {
+        store.set_finality(Some(head.latest), Some(head.latest))?;
+    }
+    Ok(())
 }
 
 /// Runs the miner until the task is dropped.

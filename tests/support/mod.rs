@@ -271,18 +271,28 @@ impl Node {
     /// Imports the execution-apis chain, starts a node on it and sends `headfcu.json` over the
     /// Engine API so that safe and finalized are set, as hive does.
     pub fn execution_apis(extra: &[&str]) -> Self {
-        let datadir = import_execution_apis_chain();
-        let node = Self::start(datadir, &execution_apis_genesis(), extra);
+        let node = Self::start(
+            import_execution_apis_chain(),
+            &execution_apis_genesis(),
+            extra,
+        );
+        node.send_head_forkchoice();
+        node
+    }
+
+    /// Sends the execution-apis chain's `headfcu.json` (head, safe and finalized: block 54)
+    /// over the Engine API and checks that it is accepted.
+    pub fn send_head_forkchoice(&self) {
         let fcu =
             std::fs::read_to_string(chain_dir().join("headfcu.json")).expect("read headfcu.json");
         // The Engine API may come up a moment after the HTTP server.
         let deadline = Instant::now() + Duration::from_secs(30);
         let answer = loop {
-            let addr = SocketAddr::from(([127, 0, 0, 1], node.auth_port));
+            let addr = SocketAddr::from(([127, 0, 0, 1], self.auth_port));
             if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
                 || Instant::now() > deadline
             {
-                break node.engine_raw(&fcu);
+                break self.engine_raw(&fcu);
             }
             std::thread::sleep(Duration::from_millis(100));
         };
@@ -293,9 +303,8 @@ impl Node {
             status,
             "VALID",
             "forkchoiceUpdated to the chain head: {v}\nnode log:\n{}",
-            node.log()
+            self.log()
         );
-        node
     }
 
     fn wait_ready(&mut self, timeout: Duration) {

@@ -17,6 +17,25 @@ pub enum BlockTag {
     Finalized,
 }
 
+impl BlockTag {
+    /// The tag as a request writes it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Latest => "latest",
+            Self::Earliest => "earliest",
+            Self::Pending => "pending",
+            Self::Safe => "safe",
+            Self::Finalized => "finalized",
+        }
+    }
+}
+
+impl std::fmt::Display for BlockTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockParam {
     Number(u64),

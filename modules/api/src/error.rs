@@ -58,6 +58,14 @@ pub enum RpcError {
     /// -32000 "header not found": an unknown or future block was asked for.
     #[error("header not found")]
     HeaderNotFound,
+    /// -32000 "safe block not found" / "finalized block not found": the tag was asked for
+    /// before a consensus client (or the dev miner) set it; geth's answer.
+    #[error("{0} block not found")]
+    TagNotSet(crate::block_id::BlockTag),
+    /// -39001 "unknown block": reth's answer for the same (the trace module, whose reference
+    /// is reth).
+    #[error("unknown block")]
+    UnknownBlock,
     /// -32001: the resource asked for does not exist (reth's "block not found: X" for trace calls).
     #[error("{0}")]
     ResourceNotFound(String),
@@ -113,7 +121,8 @@ impl RpcError {
         match self {
             Self::InvalidParams(_) => -32602,
             Self::MethodNotAvailable(_) => -32601,
-            Self::HeaderNotFound | Self::Server(_) => -32000,
+            Self::HeaderNotFound | Self::TagNotSet(_) | Self::Server(_) => -32000,
+            Self::UnknownBlock => -39001,
             Self::ResourceNotFound(_) => -32001,
             Self::TransactionRejected(_) => -32003,
             Self::Reverted { .. } => 3,

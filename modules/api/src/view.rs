@@ -137,16 +137,18 @@ pub trait ChainView: Send + Sync {
     }
 
     /// Resolves a block parameter to a canonical block number; `Ok(None)` when there is no
-    /// such block (a future number, an unknown hash, or safe/finalized not yet set).
-    /// `pending` is served as `latest`.
+    /// such block (a future number, an unknown hash). `pending` is served as `latest`. A
+    /// `safe` or `finalized` tag not set yet is [`crate::RpcError::TagNotSet`]: geth answers
+    /// it with an error for every method, where an unknown number is often `null`.
     fn resolve(&self, param: &BlockParam) -> RpcResult<Option<u64>> {
         let head = self.head();
+        let set = |tag, number: Option<u64>| number.ok_or(crate::RpcError::TagNotSet(tag));
         Ok(match *param {
             BlockParam::Number(n) => (n <= head.latest).then_some(n),
             BlockParam::Tag(BlockTag::Latest | BlockTag::Pending) => Some(head.latest),
             BlockParam::Tag(BlockTag::Earliest) => Some(0),
-            BlockParam::Tag(BlockTag::Safe) => head.safe,
-            BlockParam::Tag(BlockTag::Finalized) => head.finalized,
+            BlockParam::Tag(tag @ BlockTag::Safe) => Some(set(tag, head.safe)?),
+            BlockParam::Tag(tag @ BlockTag::Finalized) => Some(set(tag, head.finalized)?),
             BlockParam::Hash { hash, .. } => self.block_number(&hash)?,
         })
     }

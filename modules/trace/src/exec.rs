@@ -66,9 +66,18 @@ type Db = CacheDB<StateDb>;
 pub(crate) fn describe_block(block: &BlockParam) -> String {
     match block {
         BlockParam::Number(n) => format!("{n:#x}"),
-        BlockParam::Tag(tag) => format!("{tag:?}").to_lowercase(),
+        BlockParam::Tag(tag) => tag.to_string(),
         BlockParam::Hash { hash, .. } => hash.to_string(),
     }
+}
+
+/// The canonical block number `block` names, resolved as reth does: a `safe` or `finalized`
+/// tag not set yet is -39001 "unknown block" (geth's modules answer -32000).
+pub(crate) fn resolve_block(ctx: &ModuleContext, block: &BlockParam) -> RpcResult<Option<u64>> {
+    ctx.chain.resolve(block).map_err(|err| match err {
+        RpcError::TagNotSet(_) => RpcError::UnknownBlock,
+        other => other,
+    })
 }
 
 /// State and block overrides of a `trace_call`, applied before its call runs.
@@ -90,7 +99,7 @@ pub(crate) fn trace_call_many(
 ) -> RpcResult<Vec<TraceResults>> {
     let not_found =
         || RpcError::ResourceNotFound(format!("block not found: {}", describe_block(&block)));
-    let number = ctx.chain.resolve(&block)?.ok_or_else(not_found)?;
+    let number = resolve_block(ctx, &block)?.ok_or_else(not_found)?;
     let header = ctx.chain.header(number)?.ok_or_else(not_found)?;
 
     let mut env = ctx.spec.evm_env(&header);
@@ -387,7 +396,7 @@ pub(crate) fn trace_raw(
         .map_err(|_| RpcError::invalid_params("invalid transaction: bad signature"))?;
     let not_found =
         || RpcError::ResourceNotFound(format!("block not found: {}", describe_block(&block)));
-    let number = ctx.chain.resolve(&block)?.ok_or_else(not_found)?;
+    let number = resolve_block(ctx, &block)?.ok_or_else(not_found)?;
     let header = ctx.chain.header(number)?.ok_or_else(not_found)?;
     let mut db = CacheDB::new(StateDb(ctx.chain.state_at(number)?));
     let mut budget = Budget::new(limits, deadline);

@@ -202,7 +202,7 @@ impl Trace {
 
     /// The canonical block `block` names, if there is one.
     fn stored_block(&self, block: &BlockParam) -> RpcResult<Option<Arc<StoredBlock>>> {
-        match self.ctx.chain.resolve(block)? {
+        match exec::resolve_block(&self.ctx, block)? {
             Some(number) => self.ctx.chain.block(number),
             None => Ok(None),
         }
