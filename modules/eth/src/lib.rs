@@ -10,9 +10,11 @@ mod evm;
 mod fees;
 mod filters;
 mod logs;
+mod node_facts;
 mod pubsub;
 mod send;
 mod syncing;
+mod uncles;
 
 use std::sync::Arc;
 
@@ -791,12 +793,22 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_getFilterChanges", 1),
     ("eth_getFilterLogs", 1),
     ("eth_uninstallFilter", 1),
+    ("eth_getUncleCountByBlockNumber", 1),
+    ("eth_getUncleCountByBlockHash", 1),
+    ("eth_getUncleByBlockNumberAndIndex", 2),
+    ("eth_getUncleByBlockHashAndIndex", 2),
+    ("eth_accounts", 0),
+    ("net_listening", 0),
+    ("net_peerCount", 0),
+    ("web3_sha3", 1),
 ];
 
 /// The module the node registers.
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     use filters::EthFilterApiServer;
+    use node_facts::NodeFactsApiServer;
     use pubsub::EthPubSubApiServer;
+    use uncles::EthUncleApiServer;
     let mut module = Eth::new(ctx.clone()).into_rpc().remove_context();
     module
         .merge(
@@ -806,8 +818,18 @@ pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
         )
         .expect("the subscription methods are not among the eth methods");
     module
-        .merge(filters::EthFilters::new(ctx).into_rpc().remove_context())
+        .merge(
+            filters::EthFilters::new(ctx.clone())
+                .into_rpc()
+                .remove_context(),
+        )
         .expect("the filter methods are not among the eth methods");
+    module
+        .merge(uncles::EthUncles::new(ctx).into_rpc().remove_context())
+        .expect("the uncle methods are not among the eth methods");
+    module
+        .merge(node_facts::NodeFacts.into_rpc().remove_context())
+        .expect("the node's facts are not among the eth methods");
     module.into()
 }
 

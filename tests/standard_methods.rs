@@ -1,0 +1,93 @@
+//! Standard methods the shared fixtures do not cover, checked against the execution-apis chain
+//! itself: the uncle methods (the chain's proof-of-work blocks carry uncles) and what the node
+//! says about itself (`eth_accounts`, `net_listening`, `net_peerCount`, `web3_sha3`).
+
+mod support;
+
+use serde_json::{json, Value};
+use support::Node;
+
+/// Every block's uncles, by number and by hash: as many as the block lists, each hashing to
+/// the listed hash (`hash` is computed by the node from the stored header), older than the
+/// block, a header-only block (no `transactions`, no uncles of its own); past the last index
+/// and for unknown blocks, `null`.
+#[test]
+fn uncles_are_the_headers_their_blocks_name() {
+    // A few hundred requests back to back: past the default per-key rate.
+    let node =
+        Node::execution_apis(&["--rpc.rate-limit", "1000000", "--rpc.rate-burst", "1000000"]);
+    let head = node.result("eth_blockNumber", json!([]));
+    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let mut seen = 0;
+    for number in 0..=head {
+        let tag = format!("{number:#x}");
+        let block = node.result("eth_getBlockByNumber", json!([tag, false]));
+        let listed = block["uncles"].as_array().expect("uncles").clone();
+        let count = json!(format!("{:#x}", listed.len()));
+        assert_eq!(
+            node.result("eth_getUncleCountByBlockNumber", json!([tag])),
+            count
+        );
+        assert_eq!(
+            node.result("eth_getUncleCountByBlockHash", json!([block["hash"]])),
+            count
+        );
+        for (index, hash) in listed.iter().enumerate() {
+            let index = format!("{index:#x}");
+            let uncle = node.result("eth_getUncleByBlockNumberAndIndex", json!([tag, index]));
+            assert_eq!(&uncle["hash"], hash, "block {number}: {uncle}");
+            assert_eq!(uncle["uncles"], json!([]));
+            assert!(uncle.get("transactions").is_none(), "{uncle}");
+            assert!(uncle["size"].is_string(), "{uncle}");
+            let uncle_number = u64::from_str_radix(
+                uncle["number"].as_str().unwrap().trim_start_matches("0x"),
+                16,
+            )
+            .unwrap();
+            assert!(uncle_number < number, "block {number}: {uncle}");
+            let by_hash = node.result(
+                "eth_getUncleByBlockHashAndIndex",
+                json!([block["hash"], index]),
+            );
+            assert_eq!(by_hash, uncle);
+            seen += 1;
+        }
+        let past = format!("{:#x}", listed.len());
+        assert_eq!(
+            node.result("eth_getUncleByBlockNumberAndIndex", json!([tag, past])),
+            Value::Null
+        );
+    }
+    assert!(seen > 0, "the chain has uncles to check");
+    let unknown = format!("{:#x}", head + 1);
+    assert_eq!(
+        node.result("eth_getUncleCountByBlockNumber", json!([unknown])),
+        Value::Null
+    );
+    let no_hash = format!("0x{}", "11".repeat(32));
+    assert_eq!(
+        node.result("eth_getUncleByBlockHashAndIndex", json!([no_hash, "0x0"])),
+        Value::Null
+    );
+}
+
+#[test]
+fn the_node_says_what_it_is() {
+    let node = Node::execution_apis(&[]);
+    assert_eq!(node.result("eth_accounts", json!([])), json!([]));
+    assert_eq!(node.result("net_listening", json!([])), json!(true));
+    assert_eq!(node.result("net_peerCount", json!([])), json!("0x0"));
+    // keccak256("hello")
+    assert_eq!(
+        node.result("web3_sha3", json!(["0x68656c6c6f"])),
+        json!("0x1c8aff950685c2ed4bc3174f3472287b56d9517b9c948127319a09a7a36deac8")
+    );
+    assert_eq!(
+        node.call("web3_sha3", json!(["hello"]))["error"]["code"],
+        -32602
+    );
+    assert_eq!(
+        node.call("eth_accounts", json!([1]))["error"]["code"],
+        -32602
+    );
+}
