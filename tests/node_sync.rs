@@ -153,6 +153,23 @@ fn bad_block_is_rejected_by_number_and_earlier_blocks_stay() {
     );
     assert_eq!(stored_head(&data).0, 9);
 
+    // The refused block is kept for debug_getBadBlocks, as it was in the file.
+    let kept = TempDir::new("bad-block-kept");
+    let (ok, _) = import(kept.path(), &file);
+    assert!(!ok);
+    let node = Node::start(kept, &execution_apis_genesis(), &[]);
+    let listed = node.result("debug_getBadBlocks", json!([]));
+    let hash = bad[9].header.hash_slow();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["hash"], json!(hash));
+    assert_eq!(
+        listed[0]["rlp"],
+        json!(alloy::primitives::Bytes::from(alloy::rlp::encode(&bad[9])))
+    );
+    assert_eq!(listed[0]["block"]["hash"], json!(hash));
+    assert_eq!(listed[0]["block"]["number"], "0xa");
+    drop(node);
+
     // A wrong gas used is named too.
     let mut bad = blocks.clone();
     bad[2].header.gas_used += 1;
@@ -450,10 +467,12 @@ fn corrupted(block: &Block<TxEnvelope>) -> Vec<(&'static str, Block<TxEnvelope>)
 fn engine_api_refuses_corrupted_payloads_and_keeps_the_chain() {
     let (node, post_merge, requests) = node_at_merge("engine-corrupt");
     let mut refused = 0;
+    let mut bad_hashes = std::collections::HashSet::new();
     let mut parent = post_merge[0].header.parent_hash;
     for (block, requests) in post_merge.iter().zip(&requests) {
         let number = block.header.number;
         for (what, bad) in corrupted(block) {
+            bad_hashes.insert(bad.header.hash_slow());
             let mut request = new_payload_request(&bad, requests);
             let (status, body) = node.engine_raw(&request.to_string());
             assert_eq!(status, 200, "{body}");
@@ -498,6 +517,45 @@ fn engine_api_refuses_corrupted_payloads_and_keeps_the_chain() {
         parent = hash;
     }
     assert!(refused > 8 * post_merge.len(), "{refused} refusals");
+
+    // The refused blocks that could be built are kept as bad blocks: the ten highest.
+    let listed = node.result("debug_getBadBlocks", json!([]));
+    let listed = listed.as_array().expect("a list");
+    assert_eq!(listed.len(), 10, "geth's number of bad blocks");
+    let numbers: Vec<u64> = listed
+        .iter()
+        .map(|b| {
+            u64::from_str_radix(
+                b["block"]["number"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("0x"),
+                16,
+            )
+            .unwrap()
+        })
+        .collect();
+    assert!(
+        numbers.windows(2).all(|w| w[0] >= w[1]),
+        "highest first: {numbers:?}"
+    );
+    assert_eq!(numbers[0], post_merge.last().unwrap().header.number);
+    for entry in listed {
+        let hash: B256 = serde_json::from_value(entry["hash"].clone()).expect("a hash");
+        assert!(bad_hashes.contains(&hash), "{hash} was refused");
+        let rlp: alloy::primitives::Bytes =
+            serde_json::from_value(entry["rlp"].clone()).expect("rlp bytes");
+        let block = Block::<TxEnvelope>::decode(&mut rlp.as_ref()).expect("the rlp decodes");
+        assert_eq!(block.header.hash_slow(), hash);
+        assert_eq!(entry["block"]["hash"], json!(hash));
+        let txs = entry["block"]["transactions"]
+            .as_array()
+            .expect("whole transactions");
+        assert_eq!(txs.len(), block.body.transactions.len());
+        assert!(txs
+            .iter()
+            .all(|tx| tx["from"].is_string() && tx["blockHash"] == json!(hash)));
+    }
 
     let fcu =
         std::fs::read_to_string(conformance_dir().join("headfcu.json")).expect("headfcu.json");

@@ -61,6 +61,19 @@ pub enum BlockError {
 }
 
 impl BlockError {
+    /// Whether the block itself is at fault (kept for `debug_getBadBlocks`), rather than the
+    /// node (a database error) or the order blocks arrive in (an unknown parent).
+    pub fn is_bad_block(&self) -> bool {
+        matches!(
+            self,
+            Self::Mismatch { .. }
+                | Self::InvalidHeader { .. }
+                | Self::Sender { .. }
+                | Self::Execution { .. }
+                | Self::Store(StoreError::StateRoot { .. })
+        )
+    }
+
     fn mismatch(
         number: u64,
         field: &'static str,
@@ -87,6 +100,28 @@ impl ExecutedBlock {
     pub fn gas_used(&self) -> u64 {
         self.block.header.gas_used
     }
+}
+
+/// Keeps a block that failed validation for `debug_getBadBlocks`. Failing to keep it is
+/// logged, not returned: the caller's answer is the block's own error.
+pub fn keep_bad_block(store: &Store, hash: B256, number: u64, rlp: &[u8]) {
+    if let Err(err) = store.record_bad_block(hash, number, rlp) {
+        tracing::warn!(target: "simnode::exec", %hash, number, %err, "cannot keep the bad block");
+    }
+}
+
+/// [`keep_bad_block`] for a block in parts.
+pub fn keep_bad_parts(store: &Store, header: &Sealed<Header>, body: &BlockBody<TxEnvelope>) {
+    let block = alloy::consensus::Block {
+        header: header.inner().clone(),
+        body: body.clone(),
+    };
+    keep_bad_block(
+        store,
+        header.hash(),
+        header.number,
+        &alloy::rlp::encode(&block),
+    );
 }
 
 /// Executes and validates `header`/`body` on top of the stored head, then stores it.

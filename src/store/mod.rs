@@ -4,6 +4,7 @@
 //! Every block is committed in one write transaction (header, body, senders, receipts, tx
 //! index, state and history together), so a crash leaves the database at the last whole block.
 
+mod bad_blocks;
 pub mod codec;
 mod proof;
 mod root_cache;
@@ -14,6 +15,8 @@ mod state;
 pub mod trie;
 mod view;
 mod witness;
+
+pub use bad_blocks::BAD_BLOCKS_KEPT;
 
 use std::{
     collections::{BTreeMap, HashMap},

@@ -164,4 +164,11 @@ impl ChainView for Store {
         crate::exec::witness::execution_witness(self, number)
             .map_err(|err| RpcError::Internal(err.to_string()))
     }
+
+    fn bad_blocks(&self) -> RpcResult<Vec<(B256, alloy::primitives::Bytes)>> {
+        Ok(Store::bad_blocks(self)?
+            .into_iter()
+            .map(|(hash, rlp)| (hash, rlp.into()))
+            .collect())
+    }
 }

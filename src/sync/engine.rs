@@ -143,6 +143,8 @@ impl EngineApi {
             .map(|t| *t.tx_hash())
             .collect();
         let started = std::time::Instant::now();
+        // Kept aside for debug_getBadBlocks, should the block fail (execution consumes it).
+        let kept = (header.clone(), block.body.clone());
         match exec::import_block(&self.store, header, block.body) {
             Ok(gas) => {
                 crate::rpc::metrics::record_block_gas(gas, started.elapsed());
@@ -160,12 +162,17 @@ impl EngineApi {
                 Ok(PayloadStatus::new(PayloadStatusEnum::Valid, Some(hash)))
             }
             Err(exec::BlockError::Store(e @ crate::store::StoreError::Db(_))) => Err(internal(e)),
-            Err(e) => Ok(PayloadStatus::new(
-                PayloadStatusEnum::Invalid {
-                    validation_error: e.to_string(),
-                },
-                Some(parent_hash),
-            )),
+            Err(e) => {
+                if e.is_bad_block() {
+                    exec::keep_bad_parts(&self.store, &kept.0, &kept.1);
+                }
+                Ok(PayloadStatus::new(
+                    PayloadStatusEnum::Invalid {
+                        validation_error: e.to_string(),
+                    },
+                    Some(parent_hash),
+                ))
+            }
         }
     }
 
@@ -263,8 +270,15 @@ impl EngineApi {
                 }
                 Err(e) => {
                     tracing::warn!(target: "simnode::engine", %hash, error = %e, "reorg: invalid block, restoring the previous chain");
-                    // The invalid block is dropped; the valid part of the branch stays in the
-                    // side table, and the old chain comes back.
+                    // The invalid block is dropped (kept only as a bad block); the valid part
+                    // of the branch stays in the side table, and the old chain comes back.
+                    if e.is_bad_block() {
+                        if let Some((header, body)) =
+                            self.store.side_block(&hash).map_err(internal)?
+                        {
+                            exec::keep_bad_parts(&self.store, &header, &body);
+                        }
+                    }
                     self.store.remove_side_block(&hash).map_err(internal)?;
                     self.store.unwind_to(ancestor).map_err(internal)?;
                     for (header, body) in old {
@@ -710,6 +724,15 @@ mod reorg_tests {
         assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
         assert_same_chain(&node, &a_copy);
         assert!(node.side_block(&b2.header.hash()).unwrap().is_some());
+        // The refused side block is kept as a bad block, as it was sent.
+        let kept = node.bad_blocks().unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].0, bad.hash());
+        let rlp = alloy::rlp::encode(Block {
+            header: bad.inner().clone(),
+            body: b3.body.clone(),
+        });
+        assert_eq!(kept[0].1, rlp);
 
         // An unknown head is SYNCING.
         let out = fcu(B256::repeat_byte(0x42), B256::ZERO).unwrap();

@@ -97,7 +97,16 @@ pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
             stats.skipped += 1;
             continue;
         }
-        stats.gas += exec::import_block(store, header, body)?;
+        let (hash, rlp) = (header.hash(), &data[offset..data.len() - rest.len()]);
+        match exec::import_block(store, header, body) {
+            Ok(gas) => stats.gas += gas,
+            Err(err) => {
+                if err.is_bad_block() {
+                    exec::keep_bad_block(store, hash, number, rlp);
+                }
+                return Err(err.into());
+            }
+        }
         stats.imported += 1;
         if last_sync.elapsed() >= SYNC_EVERY {
             deferred.sync()?;

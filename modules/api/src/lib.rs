@@ -17,6 +17,7 @@ pub mod pool;
 pub mod raw_answer;
 pub mod raw_tx;
 pub mod replay;
+pub mod rpc_block;
 pub mod state;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -124,6 +124,12 @@ pub trait ChainView: Send + Sync {
         ))
     }
 
+    /// Blocks that failed validation (import or Engine API), highest number first: each
+    /// block's hash and RLP (`debug_getBadBlocks`). Views that never validate blocks have none.
+    fn bad_blocks(&self) -> RpcResult<Vec<(B256, alloy::primitives::Bytes)>> {
+        Ok(Vec::new())
+    }
+
     /// Changes of the canonical chain from now on (see [`crate::events`]). Views that never
     /// change have none: the receiver reports the channel closed.
     fn chain_events(&self) -> tokio::sync::broadcast::Receiver<crate::ChainEvent> {

@@ -10,6 +10,7 @@
 //!
 //! - `debug_traceCall`, `debug_traceCallMany`: transaction requests traced as eth_call /
 //!   eth_callMany run them.
+//! - `debug_getBadBlocks`: the last blocks that failed validation ([`bad_blocks`]).
 //!
 //! Parameters are typed as strictly as geth types them ([`params`]): block numbers are
 //! 0x-prefixed hex or tags, hashes 0x-prefixed 32 bytes. The genesis block is not traceable
@@ -21,6 +22,7 @@
 //! `RpcLimits::evm_timeout`, or the tracer option `timeout` when that is shorter (-32016 past
 //! it); the trace one request records is bounded by `RpcLimits::max_vm_trace_bytes` (-32005).
 
+mod bad_blocks;
 mod exec;
 mod params;
 mod raw;
@@ -110,6 +112,10 @@ pub trait DebugApi {
         state_context: Option<simnode_api::call::StateContext>,
         opts: Option<GethDebugTracingCallOptions>,
     ) -> Result<Vec<Vec<GethTrace>>, RpcError>;
+
+    /// The last blocks that failed validation, highest number first.
+    #[method(name = "getBadBlocks")]
+    fn get_bad_blocks(&self) -> Result<Vec<bad_blocks::BadBlock>, RpcError>;
 
     /// The pre-state a stateless client needs to re-execute a block named by number, tag or
     /// hash: trie nodes, codes and ancestor headers.
@@ -247,6 +253,10 @@ impl DebugApiServer for Debug {
     fn get_raw_transaction(&self, hash: Option<Value>) -> Result<Option<Bytes>, RpcError> {
         let hash = params::hash(&params::required(hash, "transaction hash")?)?;
         self.ctx.raw_transaction(&hash)
+    }
+
+    fn get_bad_blocks(&self) -> Result<Vec<bad_blocks::BadBlock>, RpcError> {
+        bad_blocks::bad_blocks(&self.ctx)
     }
 
     async fn trace_transaction(
@@ -413,6 +423,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("debug_traceCall", 3),
     ("debug_traceCallMany", 3),
     ("debug_executionWitness", 1),
+    ("debug_getBadBlocks", 0),
 ];
 
 /// The methods of this module.

@@ -20,12 +20,12 @@ use std::sync::Arc;
 
 use alloy::serde::JsonStorageKey;
 use alloy::{
-    consensus::{transaction::Recovered, Header, Sealed},
+    consensus::{Header, Sealed},
     primitives::{Address, Bytes, B256, U256, U64},
     rpc::types::{
-        state::StateOverride, Block, BlockOverrides, BlockTransactions,
-        EIP1186AccountProofResponse, FeeHistory, Header as RpcHeader, Log, Transaction,
-        TransactionInfo, TransactionReceipt, TransactionRequest,
+        state::StateOverride, Block, BlockOverrides, EIP1186AccountProofResponse, FeeHistory,
+        Header as RpcHeader, Log, Transaction, TransactionInfo, TransactionReceipt,
+        TransactionRequest,
     },
 };
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, types::Extensions};
@@ -34,7 +34,7 @@ use serde_json::Value;
 use simnode_api::{
     call,
     raw_answer::{answer_value, Answer, RawAnswerSlot},
-    BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock,
+    rpc_block, BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock,
 };
 
 /// What `web3_clientVersion` answers.
@@ -214,38 +214,6 @@ impl Eth {
             .ok_or(RpcError::HeaderNotFound)
     }
 
-    fn rpc_block(&self, block: &StoredBlock, full: bool) -> Block {
-        let size = alloy::consensus::Block {
-            header: block.header.inner().clone(),
-            body: block.body.clone(),
-        };
-        let size = alloy_rlp::Encodable::length(&size);
-        let header = RpcHeader::from_consensus(block.header.clone(), None, Some(U256::from(size)));
-        let transactions = if full {
-            BlockTransactions::Full(
-                (0..block.body.transactions.len())
-                    .map(|i| rpc_tx(block, i))
-                    .collect(),
-            )
-        } else {
-            BlockTransactions::Hashes(
-                block
-                    .body
-                    .transactions
-                    .iter()
-                    .map(|tx| *tx.tx_hash())
-                    .collect(),
-            )
-        };
-        let uncles = block.body.ommers.iter().map(|h| h.hash_slow()).collect();
-        Block {
-            header,
-            uncles,
-            transactions,
-            withdrawals: block.body.withdrawals.clone(),
-        }
-    }
-
     fn block_at(&self, number: Option<u64>) -> RpcResult<Option<Arc<StoredBlock>>> {
         match number {
             Some(n) => self.ctx.chain.block(n),
@@ -307,19 +275,6 @@ impl Eth {
 }
 
 /// The RPC form of the transaction at `index` of a stored block.
-pub fn rpc_tx(block: &StoredBlock, index: usize) -> Transaction {
-    let tx = block.body.transactions[index].clone();
-    let info = TransactionInfo {
-        hash: Some(*tx.tx_hash()),
-        index: Some(index as u64),
-        block_hash: Some(block.hash()),
-        block_number: Some(block.number()),
-        base_fee: block.header.base_fee_per_gas,
-        block_timestamp: Some(block.header.timestamp),
-    };
-    Transaction::from_transaction(Recovered::new_unchecked(tx, block.senders[index]), info)
-}
-
 /// geth's parsing of a storage key: hex, at most 32 bytes, left-padded.
 pub fn parse_storage_key(key: &Value) -> RpcResult<B256> {
     let s = key
@@ -379,14 +334,14 @@ impl EthApiServer for Eth {
         let number = self.resolve(&block)?;
         Ok(self
             .block_at(number)?
-            .map(|b| self.rpc_block(&b, full.unwrap_or(false))))
+            .map(|b| rpc_block::block(&b, full.unwrap_or(false))))
     }
 
     fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>> {
         let number = self.ctx.chain.block_number(&hash)?;
         Ok(self
             .block_at(number)?
-            .map(|b| self.rpc_block(&b, full.unwrap_or(false))))
+            .map(|b| rpc_block::block(&b, full.unwrap_or(false))))
     }
 
     // geth's header answer is the block's without the body: no size, transactions or uncles.
@@ -452,7 +407,7 @@ impl EthApiServer for Eth {
 
     fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>> {
         Ok(self.ctx.find_transaction(&hash)?.map(|known| match known {
-            KnownTransaction::Mined { block, index } => rpc_tx(&block, index),
+            KnownTransaction::Mined { block, index } => rpc_block::transaction(&block, index),
             KnownTransaction::Pooled(tx) => {
                 Transaction::from_transaction(tx, TransactionInfo::default())
             }
@@ -469,7 +424,7 @@ impl EthApiServer for Eth {
         Ok(self
             .block_at(number)?
             .filter(|b| index < b.body.transactions.len())
-            .map(|b| rpc_tx(&b, index)))
+            .map(|b| rpc_block::transaction(&b, index)))
     }
 
     fn transaction_by_block_number_and_index(
@@ -482,7 +437,7 @@ impl EthApiServer for Eth {
         Ok(self
             .block_at(number)?
             .filter(|b| index < b.body.transactions.len())
-            .map(|b| rpc_tx(&b, index)))
+            .map(|b| rpc_block::transaction(&b, index)))
     }
 
     fn transaction_receipt(&self, hash: B256) -> JsonRpcResult<Option<TransactionReceipt>> {

@@ -1,0 +1,58 @@
+//! A stored block and its transactions as JSON-RPC answers give them (geth's fields: `size`
+//! of the whole block, uncle hashes, transaction hashes or whole transactions with their
+//! position in the block). Shared by the methods of every module that answer with blocks.
+
+use alloy::{
+    consensus::transaction::Recovered,
+    primitives::U256,
+    rpc::types::{Block, BlockTransactions, Header as RpcHeader, Transaction, TransactionInfo},
+};
+
+use crate::StoredBlock;
+
+/// `block` as an answer: with its transactions whole (`full`) or as hashes.
+pub fn block(block: &StoredBlock, full: bool) -> Block {
+    let size = alloy::consensus::Block {
+        header: block.header.inner().clone(),
+        body: block.body.clone(),
+    };
+    let size = alloy::rlp::Encodable::length(&size);
+    let header = RpcHeader::from_consensus(block.header.clone(), None, Some(U256::from(size)));
+    let transactions = if full {
+        BlockTransactions::Full(
+            (0..block.body.transactions.len())
+                .map(|i| transaction(block, i))
+                .collect(),
+        )
+    } else {
+        BlockTransactions::Hashes(
+            block
+                .body
+                .transactions
+                .iter()
+                .map(|tx| *tx.tx_hash())
+                .collect(),
+        )
+    };
+    let uncles = block.body.ommers.iter().map(|h| h.hash_slow()).collect();
+    Block {
+        header,
+        uncles,
+        transactions,
+        withdrawals: block.body.withdrawals.clone(),
+    }
+}
+
+/// Transaction `index` of `block`, with its place in the block.
+pub fn transaction(block: &StoredBlock, index: usize) -> Transaction {
+    let tx = block.body.transactions[index].clone();
+    let info = TransactionInfo {
+        hash: Some(*tx.tx_hash()),
+        index: Some(index as u64),
+        block_hash: Some(block.hash()),
+        block_number: Some(block.number()),
+        base_fee: block.header.base_fee_per_gas,
+        block_timestamp: Some(block.header.timestamp),
+    };
+    Transaction::from_transaction(Recovered::new_unchecked(tx, block.senders[index]), info)
+}
