@@ -119,6 +119,16 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     methods
         .merge(crate::sync::testing::rpc_module(store.clone())?)
         .context("registering testing_buildBlockV1")?;
+    // The node's keys are its own, as the executor is: the node adds their methods itself.
+    let keys = if args.dev {
+        crate::chain::dev_signing_keys()?
+    } else {
+        Vec::new()
+    };
+    let accounts = rpc::accounts::rpc_module(keys, methods.clone(), store.clone());
+    methods
+        .merge(accounts)
+        .context("registering the accounts methods")?;
 
     // With keys in Redis the operator manages them there (`simnode keys add --keys-backend
     // redis`); a key created in the local file would not be accepted.
@@ -132,6 +142,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     config.health = Some(rpc::health::HealthSource(store.clone()));
     let mut tables = rpc::modules::MODULE_METHOD_PARAMS.to_vec();
     tables.push(crate::sync::testing::METHOD_PARAMS);
+    tables.push(rpc::accounts::METHOD_PARAMS);
     config.max_params = rpc::max_params::MaxParams::from_tables(&tables)?;
     config.max_params.verify_covers(&methods)?;
     let server = rpc::start(config, methods).await?;

@@ -275,3 +275,139 @@ fn calls_past_the_deadline_stop_running() {
         "the node used {used} ticks of CPU in the second after: a timed-out call still runs"
     );
 }
+
+/// A dev node signs with the test mnemonic's keys, as geth --dev and anvil do: eth_accounts
+/// lists them, eth_sendTransaction fills in what a request leaves out (nonce, gas, fees) and
+/// mines it, eth_signTransaction signs without sending, eth_sign and personal_sign sign
+/// messages (EIP-191). Other senders are "unknown account".
+#[test]
+fn dev_node_signs_with_its_accounts() {
+    use alloy::{
+        consensus::{transaction::SignerRecoverable, TxEnvelope},
+        eips::eip2718::Decodable2718,
+        primitives::{Bytes, Signature},
+    };
+    let node = Node::start(TempDir::new("dev-accounts"), Path::new("dev"), &["--dev"]);
+    let accounts = node.result("eth_accounts", json!([]));
+    let accounts: Vec<Address> = serde_json::from_value(accounts).expect("addresses");
+    assert_eq!(accounts.len(), 10);
+    assert_eq!(accounts[0], ADDR0);
+
+    // Three transfers back to back, nothing but sender, receiver and value given: consecutive
+    // nonces, all mined.
+    let to = address!("000000000000000000000000000000000000cafe");
+    let hashes: Vec<Value> = (0..3)
+        .map(|_| {
+            node.result(
+                "eth_sendTransaction",
+                json!([{"from": ADDR0, "to": to, "value": "0x64"}]),
+            )
+        })
+        .collect();
+    for hash in &hashes {
+        let receipt = wait_for(&node, "the receipt", |n| {
+            let r = n.result("eth_getTransactionReceipt", json!([hash]));
+            (!r.is_null()).then_some(r)
+        });
+        assert_eq!(receipt["status"], "0x1", "{receipt}");
+        assert_eq!(receipt["type"], "0x2", "fees default to EIP-1559 ones");
+    }
+    assert_eq!(
+        node.result("eth_getBalance", json!([to, "latest"])),
+        "0x12c"
+    );
+    let nonces: Vec<Value> = hashes
+        .iter()
+        .map(|h| node.result("eth_getTransactionByHash", json!([h]))["nonce"].clone())
+        .collect();
+    assert_eq!(nonces, vec![json!("0x0"), json!("0x1"), json!("0x2")]);
+
+    // A contract creation gets its gas estimated: PUSH1 42 PUSH1 0 SSTORE, empty runtime.
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": accounts[1], "input": "0x602a60005500"}]),
+    );
+    let receipt = wait_for(&node, "the creation", |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([hash]));
+        (!r.is_null()).then_some(r)
+    });
+    assert_eq!(receipt["status"], "0x1", "{receipt}");
+    assert!(receipt["contractAddress"].is_string(), "{receipt}");
+
+    // Signed, not sent: the encoding recovers to the sender and is the transaction shown.
+    let signed = node.result(
+        "eth_signTransaction",
+        json!([{"from": accounts[2], "to": to, "value": "0x1", "gasPrice": "0x3b9aca00"}]),
+    );
+    let raw: Bytes = serde_json::from_value(signed["raw"].clone()).expect("raw bytes");
+    let tx = TxEnvelope::decode_2718(&mut raw.as_ref()).expect("a transaction");
+    assert_eq!(tx.recover_signer().expect("a signer"), accounts[2]);
+    assert_eq!(signed["tx"]["hash"], json!(tx.tx_hash()));
+    assert_eq!(
+        signed["tx"]["type"], "0x0",
+        "a gas price makes a legacy transaction"
+    );
+    assert_eq!(
+        node.result("eth_getTransactionByHash", json!([tx.tx_hash()])),
+        Value::Null,
+        "not sent"
+    );
+
+    // Messages, in geth's and MetaMask's argument orders.
+    for (method, params) in [
+        ("eth_sign", json!([accounts[3], "0x68656c6c6f"])),
+        ("personal_sign", json!(["0x68656c6c6f", accounts[3]])),
+    ] {
+        let signature: Bytes =
+            serde_json::from_value(node.result(method, params)).expect("signature bytes");
+        assert_eq!(signature.len(), 65);
+        assert!(matches!(signature[64], 27 | 28), "v as 27 or 28");
+        let signature = Signature::try_from(signature.as_ref()).expect("a signature");
+        assert_eq!(
+            signature
+                .recover_address_from_msg(b"hello")
+                .expect("recovers"),
+            accounts[3],
+            "{method}"
+        );
+    }
+
+    // What the node cannot sign for, or will not.
+    let stranger = Address::repeat_byte(0x77);
+    for (method, params, message) in [
+        (
+            "eth_sendTransaction",
+            json!([{"from": stranger, "to": to}]),
+            "unknown account",
+        ),
+        ("eth_sign", json!([stranger, "0x00"]), "unknown account"),
+        (
+            "eth_sendTransaction",
+            json!([{"from": ADDR0, "to": to, "chainId": "0x1"}]),
+            "chainId does not match node's (have=1, want=1337)",
+        ),
+        (
+            "eth_sendTransaction",
+            json!([{"from": ADDR0}]),
+            "contract creation without any data provided",
+        ),
+        (
+            "eth_sendTransaction",
+            json!([{"from": ADDR0, "to": to, "gasPrice": "0x1", "maxFeePerGas": "0x2"}]),
+            "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified",
+        ),
+    ] {
+        let r = node.call(method, params);
+        assert_eq!(
+            r["error"],
+            json!({"code": -32000, "message": message}),
+            "{method}: {r}"
+        );
+    }
+    // A request the pool refuses is refused as sent signed (here: too little gas).
+    let r = node.call(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": to, "gas": "0x100"}]),
+    );
+    assert!(r.get("error").is_some(), "{r}");
+}

@@ -1,6 +1,7 @@
 //! Standard methods the shared fixtures do not cover, checked against the execution-apis chain
 //! itself: the uncle methods (the chain's proof-of-work blocks carry uncles) and what the node
-//! says about itself (`eth_accounts`, `net_listening`, `net_peerCount`, `web3_sha3`).
+//! says about itself (`eth_accounts` and signing without keys, `net_listening`,
+//! `net_peerCount`, `web3_sha3`).
 
 mod support;
 
@@ -74,7 +75,13 @@ fn uncles_are_the_headers_their_blocks_name() {
 #[test]
 fn the_node_says_what_it_is() {
     let node = Node::execution_apis(&[]);
+    // Not a dev node: no keys, so nothing to sign with.
     assert_eq!(node.result("eth_accounts", json!([])), json!([]));
+    let from = "0x0c2c51a0990aee1d73c1228de158688341557508";
+    assert_eq!(
+        node.call("eth_sendTransaction", json!([{"from": from, "to": from}]))["error"],
+        json!({"code": -32000, "message": "unknown account"})
+    );
     assert_eq!(node.result("net_listening", json!([])), json!(true));
     assert_eq!(node.result("net_peerCount", json!([])), json!("0x0"));
     // keccak256("hello")

@@ -44,21 +44,6 @@ use simnode::{
     sync::dev::build_block,
 };
 
-/// Private keys of `test test test test test test test test test test test junk` at
-/// m/44'/60'/0'/0/0..9 (the anvil / hardhat accounts). Checked against `chain::DEV_ACCOUNTS`.
-const DEV_KEYS: [&str; 10] = [
-    "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
-    "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
-    "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
-    "7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
-    "47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
-    "8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
-    "92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e",
-    "4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356",
-    "dbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
-    "2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
-];
-
 const GWEI: u128 = 1_000_000_000;
 const BLOCK_TIME: u64 = 12;
 /// EIP-7825 (Osaka) per-transaction gas cap is 2^24; bench storage calls stay under it.
@@ -220,8 +205,7 @@ struct Wallet {
 
 impl Wallet {
     fn sign_hash(&self, hash: B256) -> anyhow::Result<Signature> {
-        let (sig, recid) = self.key.sign_prehash_recoverable(hash.as_slice())?;
-        Ok(Signature::from((sig, recid)))
+        chain::sign_hash(&self.key, hash)
     }
 
     /// Signs the transaction `make` builds with this wallet's next nonce and checks the signature
@@ -263,25 +247,14 @@ impl Wallet {
 }
 
 fn wallets() -> anyhow::Result<Vec<Wallet>> {
-    DEV_KEYS
-        .iter()
-        .zip(DEV_ACCOUNTS)
-        .enumerate()
-        .map(|(i, (hex, expected))| {
-            let bytes = alloy::primitives::hex::decode(hex)?;
-            let key = SigningKey::from_slice(&bytes)?;
-            let address = Address::from_public_key(key.verifying_key());
-            ensure!(
-                address == expected,
-                "key {i} is {address}, DEV_ACCOUNTS[{i}] is {expected}"
-            );
-            Ok(Wallet {
-                key,
-                address,
-                nonce: 0,
-            })
+    Ok(chain::dev_signing_keys()?
+        .into_iter()
+        .map(|(address, key)| Wallet {
+            key,
+            address,
+            nonce: 0,
         })
-        .collect()
+        .collect())
 }
 
 // ---------------------------------------------------------------------------------------------

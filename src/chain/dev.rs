@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use alloy::{
     eips::{eip2935, eip4788, eip7002, eip7251},
     genesis::{ChainConfig, Genesis, GenesisAccount},
-    primitives::{address, Address, Bytes, U256},
+    primitives::{address, Address, Bytes, Signature, B256, U256},
 };
+use k256::ecdsa::SigningKey;
 
 pub const DEV_CHAIN_ID: u64 = 1337;
 
@@ -26,6 +27,45 @@ pub const DEV_ACCOUNTS: [Address; 10] = [
     address!("23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f"),
     address!("a0Ee7A142d267C1f36714E4a8F75612F20a79720"),
 ];
+
+/// Private keys of the same accounts, in the same order (the anvil / hardhat keys: public
+/// knowledge, for dev chains only).
+pub const DEV_KEYS: [&str; 10] = [
+    "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+    "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+    "7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+    "47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+    "8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+    "92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e",
+    "4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356",
+    "dbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
+    "2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
+];
+
+/// The signing keys of [`DEV_ACCOUNTS`], each checked to derive its account's address.
+pub fn dev_signing_keys() -> anyhow::Result<Vec<(Address, SigningKey)>> {
+    DEV_KEYS
+        .iter()
+        .zip(DEV_ACCOUNTS)
+        .enumerate()
+        .map(|(i, (hex, expected))| {
+            let key = SigningKey::from_slice(&alloy::primitives::hex::decode(hex)?)?;
+            let address = Address::from_public_key(key.verifying_key());
+            anyhow::ensure!(
+                address == expected,
+                "key {i} is {address}, DEV_ACCOUNTS[{i}] is {expected}"
+            );
+            Ok((address, key))
+        })
+        .collect()
+}
+
+/// Signs a 32-byte digest (a transaction's or message's signature hash) with `key`.
+pub fn sign_hash(key: &SigningKey, hash: B256) -> anyhow::Result<Signature> {
+    let (sig, recid) = key.sign_prehash_recoverable(hash.as_slice())?;
+    Ok(Signature::from((sig, recid)))
+}
 
 /// Gas limit of dev blocks (the Osaka-era default of geth and reth).
 const DEV_GAS_LIMIT: u64 = 60_000_000;

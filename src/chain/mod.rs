@@ -16,7 +16,7 @@ use alloy::{
 use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork, EthereumHardforks, ForkCondition};
 use simnode_api::{chain_spec::INITIAL_BASE_FEE, ChainSpec};
 
-pub use dev::{dev_genesis, DEV_ACCOUNTS, DEV_CHAIN_ID};
+pub use dev::{dev_genesis, dev_signing_keys, sign_hash, DEV_ACCOUNTS, DEV_CHAIN_ID, DEV_KEYS};
 
 /// A chain the node can run: the spec modules see, and the genesis allocation (absent for the
 /// public networks, whose allocations this build does not ship).

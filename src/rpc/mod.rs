@@ -27,6 +27,7 @@
 //! server.stopped().await;
 //! ```
 
+pub mod accounts;
 pub mod backend;
 pub mod compression;
 pub mod cors;

@@ -752,7 +752,6 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_getUncleCountByBlockHash", 1),
     ("eth_getUncleByBlockNumberAndIndex", 2),
     ("eth_getUncleByBlockHashAndIndex", 2),
-    ("eth_accounts", 0),
     ("net_listening", 0),
     ("net_peerCount", 0),
     ("web3_sha3", 1),

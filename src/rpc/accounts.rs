@@ -1,0 +1,258 @@
+//! The node's own accounts. With `--dev` they are the ten keys of the test mnemonic the dev
+//! chain funds; otherwise there are none (the node is not a wallet: transactions arrive signed).
+//!
+//! `eth_accounts` lists them; `eth_sendTransaction`, `eth_signTransaction`, `eth_sign` and
+//! `personal_sign` sign with them, so that tools whose default is the node's accounts (hardhat's
+//! `remote` accounts, `cast send --unlocked`, web3.py's `send_transaction`) work against a dev
+//! node as they do against geth --dev or anvil. Any other sender is -32000 "unknown account",
+//! geth's answer.
+//!
+//! A transaction's missing fields are filled as geth fills them: the sender's pending nonce,
+//! the gas `eth_estimateGas` finds, the tip `eth_maxPriorityFeePerGas` suggests and a fee cap
+//! of the tip plus twice the head's base fee (a gas price before London), the chain id. The
+//! defaults come from the node's own methods, and a signed transaction goes to the pool through
+//! `eth_sendRawTransaction`, so it is checked exactly as one sent signed.
+
+use std::sync::Arc;
+
+use alloy::{
+    consensus::{SignableTransaction, TxEnvelope},
+    eips::eip2718::Encodable2718,
+    primitives::{eip191_hash_message, Address, Bytes, TxKind, B256, U256, U64},
+    rpc::types::TransactionRequest,
+};
+use jsonrpsee::{
+    core::RpcResult, proc_macros::rpc, server::MethodsError, types::ErrorObjectOwned, Methods,
+};
+use k256::ecdsa::SigningKey;
+use serde::Serialize;
+use serde_json::{json, Value};
+use simnode_api::RpcError;
+
+use crate::store::Store;
+
+/// The most positional params each method reads.
+pub const METHOD_PARAMS: simnode_api::MethodParams = &[
+    ("eth_accounts", 0),
+    ("eth_sendTransaction", 1),
+    ("eth_signTransaction", 1),
+    ("eth_sign", 2),
+    ("personal_sign", 2),
+];
+
+#[rpc(server)]
+pub trait AccountsApi {
+    #[method(name = "eth_accounts")]
+    fn accounts(&self) -> RpcResult<Vec<Address>>;
+    #[method(name = "eth_sendTransaction")]
+    async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256>;
+    #[method(name = "eth_signTransaction")]
+    async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction>;
+    /// EIP-191 signature of `data` by `address` (geth's argument order).
+    #[method(name = "eth_sign")]
+    fn sign(&self, address: Address, data: Bytes) -> RpcResult<Bytes>;
+    /// The same with the arguments the other way round (MetaMask's order).
+    #[method(name = "personal_sign")]
+    fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes>;
+}
+
+/// `eth_signTransaction`'s answer, as geth gives it: the encoding and the transaction.
+#[derive(Debug, Clone, Serialize)]
+pub struct SignedTransaction {
+    raw: Bytes,
+    tx: TxEnvelope,
+}
+
+pub struct Accounts {
+    keys: Vec<(Address, SigningKey)>,
+    /// The node's other methods: defaults are asked of them and transactions sent through them.
+    methods: Methods,
+    store: Arc<Store>,
+    /// One transaction at a time is filled and sent, so that two from one sender do not take
+    /// the same pending nonce.
+    sending: tokio::sync::Mutex<()>,
+}
+
+impl Accounts {
+    pub fn new(keys: Vec<(Address, SigningKey)>, methods: Methods, store: Arc<Store>) -> Self {
+        Self {
+            keys,
+            methods,
+            store,
+            sending: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn key(&self, address: Address) -> Result<&SigningKey, RpcError> {
+        self.keys
+            .iter()
+            .find(|(a, _)| *a == address)
+            .map(|(_, key)| key)
+            .ok_or_else(|| RpcError::Server("unknown account".into()))
+    }
+
+    /// One of the node's methods, its error passed on as it is.
+    async fn ask<T: serde::de::DeserializeOwned + Clone>(
+        &self,
+        method: &str,
+        params: Vec<Value>,
+    ) -> RpcResult<T> {
+        self.methods
+            .call(method, params)
+            .await
+            .map_err(|err| match err {
+                MethodsError::JsonRpc(err) => err,
+                other => RpcError::internal(format!("{method}: {other}")).into(),
+            })
+    }
+
+    /// The request with every field filled, as a transaction signed by its sender.
+    async fn signed(&self, mut request: TransactionRequest) -> RpcResult<TxEnvelope> {
+        let from = request.from.unwrap_or_default();
+        let key = self.key(from)?;
+        request.from = Some(from);
+        let chain_id = self.store.spec().chain_id;
+        match request.chain_id {
+            Some(id) if id != chain_id => {
+                return Err(server(format!(
+                    "chainId does not match node's (have={id}, want={chain_id})"
+                )))
+            }
+            _ => request.chain_id = Some(chain_id),
+        }
+        if request.blob_versioned_hashes.is_some() || request.sidecar.is_some() {
+            return Err(server(
+                "blob transactions are not signed by the node: sign one with its sidecar and send it with eth_sendRawTransaction",
+            ));
+        }
+        let input = request.input.clone().try_into_unique_input().map_err(|_| {
+            server("both \"data\" and \"input\" are set and not equal. Please use \"input\" to pass transaction call data")
+        })?;
+        if request.to.is_none() {
+            if input.as_ref().is_none_or(|i| i.is_empty()) {
+                return Err(server("contract creation without any data provided"));
+            }
+            // alloy's builder wants a creation said out loud.
+            request.to = Some(TxKind::Create);
+        }
+        self.fill_fees(&mut request).await?;
+        if request.value.is_none() {
+            request.value = Some(U256::ZERO);
+        }
+        if request.nonce.is_none() {
+            let nonce: U64 = self
+                .ask(
+                    "eth_getTransactionCount",
+                    vec![json!(from), json!("pending")],
+                )
+                .await?;
+            request.nonce = Some(nonce.to());
+        }
+        if request.gas.is_none() {
+            let gas: U64 = self.ask("eth_estimateGas", vec![json!(request)]).await?;
+            request.gas = Some(gas.to());
+        }
+        let tx = request.build_typed_tx().map_err(|_| {
+            server("the transaction's fields do not make a transaction of any type")
+        })?;
+        let signature =
+            crate::chain::sign_hash(key, tx.signature_hash()).map_err(RpcError::internal)?;
+        Ok(TxEnvelope::from(tx.into_signed(signature)))
+    }
+
+    /// geth's fee defaults: a gas price before London (or when one is given), else a tip and
+    /// a fee cap of the tip plus twice the head's base fee.
+    async fn fill_fees(&self, request: &mut TransactionRequest) -> RpcResult<()> {
+        let dynamic =
+            request.max_fee_per_gas.is_some() || request.max_priority_fee_per_gas.is_some();
+        if request.gas_price.is_some() {
+            if dynamic {
+                return Err(server(
+                    "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified",
+                ));
+            }
+            return Ok(());
+        }
+        let head = self.store.head_header().map_err(RpcError::internal)?;
+        let Some(base_fee) = head.base_fee_per_gas else {
+            if dynamic {
+                return Err(server(
+                    "maxFeePerGas and maxPriorityFeePerGas are not valid before London is active",
+                ));
+            }
+            let price: U256 = self.ask("eth_gasPrice", vec![]).await?;
+            request.gas_price = Some(price.to());
+            return Ok(());
+        };
+        let tip = match request.max_priority_fee_per_gas {
+            Some(tip) => tip,
+            None => {
+                let tip: U256 = self.ask("eth_maxPriorityFeePerGas", vec![]).await?;
+                tip.to()
+            }
+        };
+        let cap = request
+            .max_fee_per_gas
+            .unwrap_or(tip + 2 * u128::from(base_fee));
+        if cap < tip {
+            return Err(server(format!(
+                "maxFeePerGas ({cap}) < maxPriorityFeePerGas ({tip})"
+            )));
+        }
+        request.max_priority_fee_per_gas = Some(tip);
+        request.max_fee_per_gas = Some(cap);
+        Ok(())
+    }
+
+    fn sign_message(&self, address: Address, data: &[u8]) -> RpcResult<Bytes> {
+        let key = self.key(address)?;
+        let signature =
+            crate::chain::sign_hash(key, eip191_hash_message(data)).map_err(RpcError::internal)?;
+        // r, s and v as 27 or 28, as geth's eth_sign returns them.
+        Ok(Bytes::from(signature.as_bytes().to_vec()))
+    }
+}
+
+fn server(message: impl Into<String>) -> ErrorObjectOwned {
+    RpcError::Server(message.into()).into()
+}
+
+#[jsonrpsee::core::async_trait]
+impl AccountsApiServer for Accounts {
+    fn accounts(&self) -> RpcResult<Vec<Address>> {
+        Ok(self.keys.iter().map(|(address, _)| *address).collect())
+    }
+
+    async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256> {
+        let _one_at_a_time = self.sending.lock().await;
+        let tx = self.signed(request).await?;
+        let raw = Bytes::from(tx.encoded_2718());
+        self.ask("eth_sendRawTransaction", vec![json!(raw)]).await
+    }
+
+    async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction> {
+        let _one_at_a_time = self.sending.lock().await;
+        let tx = self.signed(request).await?;
+        Ok(SignedTransaction {
+            raw: Bytes::from(tx.encoded_2718()),
+            tx,
+        })
+    }
+
+    fn sign(&self, address: Address, data: Bytes) -> RpcResult<Bytes> {
+        self.sign_message(address, &data)
+    }
+
+    fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes> {
+        self.sign_message(address, &data)
+    }
+}
+
+/// The accounts methods over `keys`, asking `methods` (the node's other methods) for defaults.
+pub fn rpc_module(
+    keys: Vec<(Address, SigningKey)>,
+    methods: Methods,
+    store: Arc<Store>,
+) -> Methods {
+    Accounts::new(keys, methods, store).into_rpc().into()
+}
