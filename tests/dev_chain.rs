@@ -353,6 +353,22 @@ fn dev_node_signs_with_its_accounts() {
         "not sent"
     );
 
+    // Filled in, unsigned: geth's eth_fillTransaction (the gas is estimated against the
+    // sender's balance at the fee cap, so the sender must be able to pay).
+    let filled = node.result(
+        "eth_fillTransaction",
+        json!([{"from": accounts[4], "to": to}]),
+    );
+    let tx = &filled["tx"];
+    assert_eq!(tx["type"], "0x2", "{filled}");
+    assert_eq!(tx["nonce"], "0x0");
+    assert_eq!(tx["gas"], "0x5208");
+    assert_eq!(tx["chainId"], "0x539");
+    assert_eq!(tx["r"], "0x0");
+    assert!(tx["maxFeePerGas"].is_string() && tx["maxPriorityFeePerGas"].is_string());
+    let raw: Bytes = serde_json::from_value(filled["raw"].clone()).expect("raw bytes");
+    assert_eq!(raw[0], 2, "an EIP-1559 envelope");
+
     // Messages, in geth's and MetaMask's argument orders.
     for (method, params) in [
         ("eth_sign", json!([accounts[3], "0x68656c6c6f"])),

@@ -7,7 +7,8 @@
 //! node as they do against geth --dev or anvil. Any other sender is -32000 "unknown account",
 //! geth's answer.
 //!
-//! A transaction's missing fields are filled as geth fills them: the sender's pending nonce,
+//! A transaction's missing fields are filled as geth fills them (also for any sender with
+//! `eth_fillTransaction`, which answers the transaction unsigned): the sender's pending nonce,
 //! the gas `eth_estimateGas` finds, the tip `eth_maxPriorityFeePerGas` suggests and a fee cap
 //! of the tip plus twice the head's base fee (a gas price before London), the chain id. The
 //! defaults come from the node's own methods, and a signed transaction goes to the pool through
@@ -16,9 +17,9 @@
 use std::sync::Arc;
 
 use alloy::{
-    consensus::{SignableTransaction, TxEnvelope},
+    consensus::{SignableTransaction, TxEnvelope, TypedTransaction},
     eips::eip2718::Encodable2718,
-    primitives::{eip191_hash_message, Address, Bytes, TxKind, B256, U256, U64},
+    primitives::{eip191_hash_message, Address, Bytes, Signature, TxKind, B256, U256, U64},
     rpc::types::TransactionRequest,
 };
 use jsonrpsee::{
@@ -36,6 +37,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_accounts", 0),
     ("eth_sendTransaction", 1),
     ("eth_signTransaction", 1),
+    ("eth_fillTransaction", 1),
     ("eth_sign", 2),
     ("personal_sign", 2),
 ];
@@ -48,6 +50,9 @@ pub trait AccountsApi {
     async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256>;
     #[method(name = "eth_signTransaction")]
     async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction>;
+    /// The request filled in as eth_sendTransaction fills it, unsigned (any sender).
+    #[method(name = "eth_fillTransaction")]
+    async fn fill_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction>;
     /// EIP-191 signature of `data` by `address` (geth's argument order).
     #[method(name = "eth_sign")]
     fn sign(&self, address: Address, data: Bytes) -> RpcResult<Bytes>;
@@ -56,7 +61,8 @@ pub trait AccountsApi {
     fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes>;
 }
 
-/// `eth_signTransaction`'s answer, as geth gives it: the encoding and the transaction.
+/// `eth_signTransaction`'s and `eth_fillTransaction`'s answer, as geth gives it: the encoding
+/// and the transaction.
 #[derive(Debug, Clone, Serialize)]
 pub struct SignedTransaction {
     raw: Bytes,
@@ -106,10 +112,19 @@ impl Accounts {
             })
     }
 
-    /// The request with every field filled, as a transaction signed by its sender.
-    async fn signed(&self, mut request: TransactionRequest) -> RpcResult<TxEnvelope> {
+    /// The request as a transaction signed by its sender, once filled in.
+    async fn signed(&self, request: TransactionRequest) -> RpcResult<TxEnvelope> {
+        let key = self.key(request.from.unwrap_or_default())?;
+        let tx = self.filled(request).await?;
+        let signature =
+            crate::chain::sign_hash(key, tx.signature_hash()).map_err(RpcError::internal)?;
+        Ok(TxEnvelope::from(tx.into_signed(signature)))
+    }
+
+    /// The request with every field filled in, as a transaction (the sender is the zero
+    /// address when not given, as in geth).
+    async fn filled(&self, mut request: TransactionRequest) -> RpcResult<TypedTransaction> {
         let from = request.from.unwrap_or_default();
-        let key = self.key(from)?;
         request.from = Some(from);
         let chain_id = self.store.spec().chain_id;
         match request.chain_id {
@@ -122,7 +137,7 @@ impl Accounts {
         }
         if request.blob_versioned_hashes.is_some() || request.sidecar.is_some() {
             return Err(server(
-                "blob transactions are not signed by the node: sign one with its sidecar and send it with eth_sendRawTransaction",
+                "blob transactions are not filled in or signed by the node: sign one with its sidecar and send it with eth_sendRawTransaction",
             ));
         }
         let input = request.input.clone().try_into_unique_input().map_err(|_| {
@@ -152,12 +167,9 @@ impl Accounts {
             let gas: U64 = self.ask("eth_estimateGas", vec![json!(request)]).await?;
             request.gas = Some(gas.to());
         }
-        let tx = request.build_typed_tx().map_err(|_| {
-            server("the transaction's fields do not make a transaction of any type")
-        })?;
-        let signature =
-            crate::chain::sign_hash(key, tx.signature_hash()).map_err(RpcError::internal)?;
-        Ok(TxEnvelope::from(tx.into_signed(signature)))
+        request
+            .build_typed_tx()
+            .map_err(|_| server("the transaction's fields do not make a transaction of any type"))
     }
 
     /// geth's fee defaults: a gas price before London (or when one is given), else a tip and
@@ -233,6 +245,16 @@ impl AccountsApiServer for Accounts {
     async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction> {
         let _one_at_a_time = self.sending.lock().await;
         let tx = self.signed(request).await?;
+        Ok(SignedTransaction {
+            raw: Bytes::from(tx.encoded_2718()),
+            tx,
+        })
+    }
+
+    async fn fill_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction> {
+        let tx = self.filled(request).await?;
+        // geth encodes the unsigned transaction with a zero signature.
+        let tx = TxEnvelope::from(tx.into_signed(Signature::new(U256::ZERO, U256::ZERO, false)));
         Ok(SignedTransaction {
             raw: Bytes::from(tx.encoded_2718()),
             tx,
