@@ -388,6 +388,56 @@ fn dev_node_signs_with_its_accounts() {
         );
     }
 
+    // EIP-712: the specification's own example, whose signing hash it gives; as an object
+    // and as the JSON text MetaMask and viem send.
+    let mail = json!({
+        "types": {
+            "EIP712Domain": [
+                {"name": "name", "type": "string"},
+                {"name": "version", "type": "string"},
+                {"name": "chainId", "type": "uint256"},
+                {"name": "verifyingContract", "type": "address"}
+            ],
+            "Person": [{"name": "name", "type": "string"}, {"name": "wallet", "type": "address"}],
+            "Mail": [
+                {"name": "from", "type": "Person"},
+                {"name": "to", "type": "Person"},
+                {"name": "contents", "type": "string"}
+            ]
+        },
+        "primaryType": "Mail",
+        "domain": {
+            "name": "Ether Mail",
+            "version": "1",
+            "chainId": 1,
+            "verifyingContract": "0xCcCCccccCCCCcCCCCCCcCcCccCcCCCcCcccccccC"
+        },
+        "message": {
+            "from": {"name": "Cow", "wallet": "0xCD2a3d9F938E13CD947Ec05AbC7FE734Df8DD826"},
+            "to": {"name": "Bob", "wallet": "0xbBbBBBBbbBBBbbbBbbBbbbbBBbBbbbbBbBbbBBbB"},
+            "contents": "Hello, Bob!"
+        }
+    });
+    let digest: alloy::primitives::B256 =
+        "0xbe609aee343fb3c4b28e1df9e632fca64fcfaede20f02e86244efddf30957bd2"
+            .parse()
+            .unwrap();
+    for typed in [mail.clone(), json!(mail.to_string())] {
+        let signature: Bytes = serde_json::from_value(
+            node.result("eth_signTypedData_v4", json!([accounts[5], typed])),
+        )
+        .expect("signature bytes");
+        let signature = Signature::try_from(signature.as_ref()).expect("a signature");
+        assert_eq!(
+            signature
+                .recover_address_from_prehash(&digest)
+                .expect("recovers"),
+            accounts[5]
+        );
+    }
+    let r = node.call("eth_signTypedData_v4", json!([accounts[5], {"types": 1}]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
     // What the node cannot sign for, or will not.
     let stranger = Address::repeat_byte(0x77);
     for (method, params, message) in [

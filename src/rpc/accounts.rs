@@ -1,8 +1,8 @@
 //! The node's own accounts. With `--dev` they are the ten keys of the test mnemonic the dev
 //! chain funds; otherwise there are none (the node is not a wallet: transactions arrive signed).
 //!
-//! `eth_accounts` lists them; `eth_sendTransaction`, `eth_signTransaction`, `eth_sign` and
-//! `personal_sign` sign with them, so that tools whose default is the node's accounts (hardhat's
+//! `eth_accounts` lists them; `eth_sendTransaction`, `eth_signTransaction`, `eth_sign`,
+//! `personal_sign` and `eth_signTypedData_v4` sign with them, so that tools whose default is the node's accounts (hardhat's
 //! `remote` accounts, `cast send --unlocked`, web3.py's `send_transaction`) work against a dev
 //! node as they do against geth --dev or anvil. Any other sender is -32000 "unknown account",
 //! geth's answer.
@@ -22,6 +22,7 @@ use alloy::{
     primitives::{eip191_hash_message, Address, Bytes, Signature, TxKind, B256, U256, U64},
     rpc::types::TransactionRequest,
 };
+use alloy_dyn_abi::TypedData;
 use jsonrpsee::{
     core::RpcResult, proc_macros::rpc, server::MethodsError, types::ErrorObjectOwned, Methods,
 };
@@ -40,6 +41,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_fillTransaction", 1),
     ("eth_sign", 2),
     ("personal_sign", 2),
+    ("eth_signTypedData_v4", 2),
 ];
 
 #[rpc(server)]
@@ -59,6 +61,10 @@ pub trait AccountsApi {
     /// The same with the arguments the other way round (MetaMask's order).
     #[method(name = "personal_sign")]
     fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes>;
+    /// EIP-712 signature of typed data (an object, or the JSON text of one as MetaMask and
+    /// viem send it).
+    #[method(name = "eth_signTypedData_v4")]
+    fn sign_typed_data(&self, address: Address, typed_data: Value) -> RpcResult<Bytes>;
 }
 
 /// `eth_signTransaction`'s and `eth_fillTransaction`'s answer, as geth gives it: the encoding
@@ -217,9 +223,12 @@ impl Accounts {
     }
 
     fn sign_message(&self, address: Address, data: &[u8]) -> RpcResult<Bytes> {
+        self.sign_digest(address, eip191_hash_message(data))
+    }
+
+    fn sign_digest(&self, address: Address, digest: B256) -> RpcResult<Bytes> {
         let key = self.key(address)?;
-        let signature =
-            crate::chain::sign_hash(key, eip191_hash_message(data)).map_err(RpcError::internal)?;
+        let signature = crate::chain::sign_hash(key, digest).map_err(RpcError::internal)?;
         // r, s and v as 27 or 28, as geth's eth_sign returns them.
         Ok(Bytes::from(signature.as_bytes().to_vec()))
     }
@@ -267,6 +276,22 @@ impl AccountsApiServer for Accounts {
 
     fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes> {
         self.sign_message(address, &data)
+    }
+
+    fn sign_typed_data(&self, address: Address, typed_data: Value) -> RpcResult<Bytes> {
+        let typed_data = match typed_data {
+            Value::String(text) => serde_json::from_str(&text),
+            other => serde_json::from_value(other),
+        };
+        let typed_data: TypedData = typed_data.map_err(|e| {
+            RpcError::invalid_params(format!("invalid argument 1: not EIP-712 typed data: {e}"))
+        })?;
+        let digest = typed_data.eip712_signing_hash().map_err(|e| {
+            RpcError::invalid_params(format!(
+                "invalid argument 1: cannot hash the typed data: {e}"
+            ))
+        })?;
+        self.sign_digest(address, digest)
     }
 }
 
