@@ -21,7 +21,7 @@ for t in 'the transfer block' 'the deployment block, by block hash' 'the event b
     expect "✔ getBlockReceipts: $t"
 done
 expect '✔ simulateBlocks'
-expect 'ℹ pass 10$'
+expect 'ℹ pass 11$'
 expect 'ℹ fail 4$'
 # web3.py: the receipt tests fail over HTTP only; everything else passes.
 expect 'test_block_receipts_transfer\[http\] FAILED'
@@ -30,7 +30,7 @@ expect 'test_block_receipts_event\[http\] FAILED'
 expect 'test_block_receipts_three_transactions\[http\] FAILED'
 expect 'test_block_receipts_transfer\[ws\] PASSED'
 expect 'test_simulate_v1\[http\] PASSED'
-expect '4 failed, 14 passed'
+expect '4 failed, 15 passed'
 
 if ((${#problems[@]})); then
     cat "$out"

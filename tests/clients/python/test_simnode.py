@@ -3,11 +3,12 @@ results, and raw trace_callMany answers; each test runs over HTTP, WebSocket
 (AsyncWeb3 + WebSocketProvider) and the legacy sync WebSocket provider."""
 
 from eth_account import Account
+from eth_account.messages import encode_defunct
 from eth_utils import keccak, to_checksum_address
 from hexbytes import HexBytes
 from web3 import Web3
 
-from conftest import CONTRACTS, SENDER, SIMULATOR, TEN_THOUSAND_ETH, word
+from conftest import CONTRACTS, HTTP_URL, SENDER, SIMULATOR, TEN_THOUSAND_ETH, word
 
 ZERO_BLOOM = HexBytes(b"\x00" * 256)
 STORED_TOPIC = HexBytes(CONTRACTS["storedTopic"])
@@ -242,3 +243,22 @@ def test_trace_call_many_raw(client, chain):
 
     assert client.run(lambda w3: w3.eth.get_storage_at(chain.contract, 0)) == HexBytes(word(chain.stored))
     assert client.run(lambda w3: w3.eth.get_balance(fresh)) == 0
+
+
+# Dev account 7, which no other test uses: a dev node holds its key and signs for it, as
+# geth --dev does, so web3.py's send_transaction and sign need no local key.
+NODE_ACCOUNT = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955"
+
+
+def test_node_signs_for_its_account():
+    w3 = Web3(Web3.HTTPProvider(HTTP_URL, request_kwargs={"timeout": 30}))
+    assert NODE_ACCOUNT in w3.eth.accounts
+    recipient = Account.create().address
+    tx_hash = w3.eth.send_transaction({"from": NODE_ACCOUNT, "to": recipient, "value": 4321})
+    receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=20, poll_latency=0.1)
+    assert receipt["status"] == 1
+    assert receipt["from"] == NODE_ACCOUNT
+    assert w3.eth.get_balance(recipient) == 4321
+    text = "signed by the node"
+    signature = w3.eth.sign(NODE_ACCOUNT, text=text)
+    assert Account.recover_message(encode_defunct(text=text), signature=signature) == NODE_ACCOUNT

@@ -23,6 +23,8 @@ import {
   parseEther,
   parseGwei,
   toHex,
+  verifyMessage,
+  verifyTypedData,
   webSocket,
   zeroAddress,
 } from 'viem'
@@ -377,3 +379,44 @@ for (const [name, makeTransport] of transports) {
     })
   })
 }
+
+// A JSON-RPC account: viem leaves the signing to the node (eth_accounts, eth_sendTransaction,
+// personal_sign, eth_signTypedData_v4), as against geth --dev or anvil. Dev account 6, which
+// no other check uses.
+describe('viem with the node\'s own account', () => {
+  const nodeAccount = '0x976EA74026E726554dB657fA54763abd0C3a0aa9'
+
+  test('the node sends and signs for it', async () => {
+    const client = createPublicClient({ chain: devChain, transport: http(HTTP_URL), pollingInterval: 100 })
+    const wallet = createWalletClient({ account: nodeAccount, chain: devChain, transport: http(HTTP_URL) })
+    const listed = (await wallet.getAddresses()).map((a) => a.toLowerCase())
+    assert.ok(listed.includes(nodeAccount.toLowerCase()), `eth_accounts: ${listed}`)
+
+    const to = privateKeyToAccount(generatePrivateKey()).address
+    const hash = await wallet.sendTransaction({ to, value: 1234n })
+    const receipt = await client.waitForTransactionReceipt({ hash })
+    assert.equal(receipt.status, 'success')
+    assert.equal(receipt.from, nodeAccount.toLowerCase())
+    assert.equal(await client.getBalance({ address: to }), 1234n)
+
+    const message = 'signed by the node'
+    const signature = await wallet.signMessage({ message })
+    assert.ok(await verifyMessage({ address: nodeAccount, message, signature }))
+
+    const typed = {
+      domain: { name: 'Ether Mail', version: '1', chainId: 1337, verifyingContract: '0xCcCCccccCCCCcCCCCCCcCcCccCcCCCcCcccccccC' },
+      types: {
+        Person: [{ name: 'name', type: 'string' }, { name: 'wallet', type: 'address' }],
+        Mail: [{ name: 'from', type: 'Person' }, { name: 'to', type: 'Person' }, { name: 'contents', type: 'string' }],
+      },
+      primaryType: 'Mail',
+      message: {
+        from: { name: 'Cow', wallet: '0xCD2a3d9F938E13CD947Ec05AbC7FE734Df8DD826' },
+        to: { name: 'Bob', wallet: '0xbBbBBBBbbBBBbbbBbbBbbbbBBbBbbbbBbBbbBBbB' },
+        contents: 'Hello, Bob!',
+      },
+    }
+    const typedSignature = await wallet.signTypedData(typed)
+    assert.ok(await verifyTypedData({ address: nodeAccount, ...typed, signature: typedSignature }))
+  })
+})
