@@ -2,10 +2,10 @@
 //! chain funds; otherwise there are none (the node is not a wallet: transactions arrive signed).
 //!
 //! `eth_accounts` lists them; `eth_sendTransaction`, `eth_signTransaction`, `eth_sign`,
-//! `personal_sign` and `eth_signTypedData_v4` sign with them, so that tools whose default is the node's accounts (hardhat's
-//! `remote` accounts, `cast send --unlocked`, web3.py's `send_transaction`) work against a dev
-//! node as they do against geth --dev or anvil. Any other sender is -32000 "unknown account",
-//! geth's answer.
+//! `personal_sign` and `eth_signTypedData_v4` sign with them, so that tools whose default is
+//! the node's accounts (hardhat's `remote` accounts, `cast send --unlocked`, web3.py's
+//! `send_transaction`) work against a dev node as they do against geth --dev or anvil. Any
+//! other sender is -32000 "unknown account", geth's answer.
 //!
 //! A transaction's missing fields are filled as geth fills them (also for any sender with
 //! `eth_fillTransaction`, which answers the transaction unsigned): the sender's pending nonce,
@@ -167,11 +167,11 @@ impl Accounts {
                     vec![json!(from), json!("pending")],
                 )
                 .await?;
-            request.nonce = Some(nonce.to());
+            request.nonce = Some(nonce.saturating_to());
         }
         if request.gas.is_none() {
             let gas: U64 = self.ask("eth_estimateGas", vec![json!(request)]).await?;
-            request.gas = Some(gas.to());
+            request.gas = Some(gas.saturating_to());
         }
         request
             .build_typed_tx()
@@ -199,19 +199,19 @@ impl Accounts {
                 ));
             }
             let price: U256 = self.ask("eth_gasPrice", vec![]).await?;
-            request.gas_price = Some(price.to());
+            request.gas_price = Some(price.saturating_to());
             return Ok(());
         };
         let tip = match request.max_priority_fee_per_gas {
             Some(tip) => tip,
             None => {
                 let tip: U256 = self.ask("eth_maxPriorityFeePerGas", vec![]).await?;
-                tip.to()
+                tip.saturating_to()
             }
         };
         let cap = request
             .max_fee_per_gas
-            .unwrap_or(tip + 2 * u128::from(base_fee));
+            .unwrap_or_else(|| tip.saturating_add(2 * u128::from(base_fee)));
         if cap < tip {
             return Err(server(format!(
                 "maxFeePerGas ({cap}) < maxPriorityFeePerGas ({tip})"
