@@ -153,21 +153,31 @@ fn bad_block_is_rejected_by_number_and_earlier_blocks_stay() {
     );
     assert_eq!(stored_head(&data).0, 9);
 
-    // The refused block is kept for debug_getBadBlocks, as it was in the file.
+    // The refused block is kept for debug_getBadBlocks, as it was in the file; so is a block
+    // that does not extend the chain (as geth keeps one on import), listed first, being higher.
     let kept = TempDir::new("bad-block-kept");
     let (ok, _) = import(kept.path(), &file);
     assert!(!ok);
+    let mut orphan = blocks[11].clone();
+    orphan.header.parent_hash = B256::repeat_byte(0x33);
+    let orphan_file = dir.path().join("orphan.rlp");
+    write_blocks(&orphan_file, std::slice::from_ref(&orphan));
+    let (ok, out) = import(kept.path(), &orphan_file);
+    assert!(!ok && out.contains("unknown parent"), "{out}");
     let node = Node::start(kept, &execution_apis_genesis(), &[]);
     let listed = node.result("debug_getBadBlocks", json!([]));
-    let hash = bad[9].header.hash_slow();
-    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
-    assert_eq!(listed[0]["hash"], json!(hash));
-    assert_eq!(
-        listed[0]["rlp"],
-        json!(alloy::primitives::Bytes::from(alloy::rlp::encode(&bad[9])))
-    );
-    assert_eq!(listed[0]["block"]["hash"], json!(hash));
-    assert_eq!(listed[0]["block"]["number"], "0xa");
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
+    for (entry, block) in listed.as_array().unwrap().iter().zip([&orphan, &bad[9]]) {
+        let hash = block.header.hash_slow();
+        assert_eq!(entry["hash"], json!(hash));
+        let rlp = alloy::primitives::Bytes::from(alloy::rlp::encode(block));
+        assert_eq!(entry["rlp"], json!(rlp));
+        assert_eq!(entry["block"]["hash"], json!(hash));
+        assert_eq!(
+            entry["block"]["number"],
+            json!(format!("{:#x}", block.header.number))
+        );
+    }
     drop(node);
 
     // A wrong gas used is named too.

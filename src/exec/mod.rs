@@ -61,8 +61,9 @@ pub enum BlockError {
 }
 
 impl BlockError {
-    /// Whether the block itself is at fault (kept for `debug_getBadBlocks`), rather than the
-    /// node (a database error) or the order blocks arrive in (an unknown parent).
+    /// Whether the block is kept for `debug_getBadBlocks`: it failed validation, or (as geth
+    /// keeps it on import) it does not extend the chain; not when the node failed (a database
+    /// error).
     pub fn is_bad_block(&self) -> bool {
         matches!(
             self,
@@ -70,6 +71,7 @@ impl BlockError {
                 | Self::InvalidHeader { .. }
                 | Self::Sender { .. }
                 | Self::Execution { .. }
+                | Self::UnknownParent { .. }
                 | Self::Store(StoreError::StateRoot { .. })
         )
     }
