@@ -1,10 +1,11 @@
-//! A stored block and its transactions as JSON-RPC answers give them (geth's fields: `size`
-//! of the whole block, uncle hashes, transaction hashes or whole transactions with their
-//! position in the block). Shared by the methods of every module that answer with blocks.
+//! A stored block, its transactions and its uncles as JSON-RPC answers give them (geth's
+//! fields: `size` of the whole block, uncle hashes, transaction hashes or whole transactions
+//! with their position in the block). Shared by the methods of every module that answer with
+//! blocks.
 
 use alloy::{
-    consensus::transaction::Recovered,
-    primitives::U256,
+    consensus::{transaction::Recovered, BlockBody, Header, TxEnvelope},
+    primitives::{Sealable, U256},
     rpc::types::{Block, BlockTransactions, Header as RpcHeader, Transaction, TransactionInfo},
 };
 
@@ -55,4 +56,25 @@ pub fn transaction(block: &StoredBlock, index: usize) -> Transaction {
         block_timestamp: Some(block.header.timestamp),
     };
     Transaction::from_transaction(Recovered::new_unchecked(tx, block.senders[index]), info)
+}
+
+/// An uncle as geth answers it: a block of the uncle's header alone (no `transactions`,
+/// `uncles` empty, `size` that of the header-only block).
+pub fn uncle(header: &Header) -> Block {
+    let alone = alloy::consensus::Block::<TxEnvelope> {
+        header: header.clone(),
+        body: BlockBody {
+            transactions: vec![],
+            ommers: vec![],
+            withdrawals: None,
+        },
+    };
+    let size = alloy::rlp::Encodable::length(&alone);
+    let sealed = alone.header.seal_slow();
+    Block {
+        header: RpcHeader::from_consensus(sealed, None, Some(U256::from(size))),
+        uncles: vec![],
+        transactions: BlockTransactions::Uncle,
+        withdrawals: None,
+    }
 }

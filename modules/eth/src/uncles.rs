@@ -3,12 +3,11 @@
 //! that of the header-only block). `null` for an unknown block or an index past its uncles.
 
 use alloy::{
-    consensus::{BlockBody, Header, TxEnvelope},
-    primitives::{Sealable, B256, U256, U64},
-    rpc::types::{Block, BlockTransactions, Header as RpcHeader},
+    primitives::{B256, U64},
+    rpc::types::Block,
 };
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
-use simnode_api::{BlockParam, ModuleContext, RpcResult, StoredBlock};
+use simnode_api::{rpc_block, BlockParam, ModuleContext, RpcResult, StoredBlock};
 use std::sync::Arc;
 
 #[rpc(server)]
@@ -58,27 +57,7 @@ fn uncle_count(block: Option<Arc<StoredBlock>>) -> Option<U64> {
 fn uncle_at(block: Option<Arc<StoredBlock>>, index: U64) -> Option<Block> {
     let block = block?;
     let index = usize::try_from(index).ok()?;
-    block.body.ommers.get(index).map(uncle_block)
-}
-
-/// An uncle as its own block: the header, no transactions, no uncles.
-pub(crate) fn uncle_block(header: &Header) -> Block {
-    let alone = alloy::consensus::Block::<TxEnvelope> {
-        header: header.clone(),
-        body: BlockBody {
-            transactions: vec![],
-            ommers: vec![],
-            withdrawals: None,
-        },
-    };
-    let size = alloy_rlp::Encodable::length(&alone);
-    let sealed = alone.header.seal_slow();
-    Block {
-        header: RpcHeader::from_consensus(sealed, None, Some(U256::from(size))),
-        uncles: vec![],
-        transactions: BlockTransactions::Uncle,
-        withdrawals: None,
-    }
+    block.body.ommers.get(index).map(rpc_block::uncle)
 }
 
 impl EthUncleApiServer for EthUncles {
