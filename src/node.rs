@@ -129,6 +129,14 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     methods
         .merge(accounts)
         .context("registering the accounts methods")?;
+    let dev_chain = args
+        .dev
+        .then(|| Arc::new(dev::DevChain::new(store.clone(), pool.clone())));
+    if let Some(dev_chain) = &dev_chain {
+        methods
+            .merge(rpc::dev_controls::rpc_module(dev_chain.clone()))
+            .context("registering the dev controls")?;
+    }
 
     // With keys in Redis the operator manages them there (`simnode keys add --keys-backend
     // redis`); a key created in the local file would not be accepted.
@@ -143,6 +151,9 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     let mut tables = rpc::modules::MODULE_METHOD_PARAMS.to_vec();
     tables.push(crate::sync::testing::METHOD_PARAMS);
     tables.push(rpc::accounts::METHOD_PARAMS);
+    if args.dev {
+        tables.push(rpc::dev_controls::METHOD_PARAMS);
+    }
     config.max_params = rpc::max_params::MaxParams::from_tables(&tables)?;
     config.max_params.verify_covers(&methods)?;
     let server = rpc::start(config, methods).await?;
@@ -161,9 +172,9 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     )
     .await?;
 
-    let miner = args.dev.then(|| {
+    let miner = dev_chain.map(|dev_chain| {
         let block_time = args.dev_block_time.map(Duration::from_secs);
-        tokio::spawn(dev::run_miner(store.clone(), pool.clone(), block_time))
+        tokio::spawn(dev::run_miner(dev_chain, block_time))
     });
 
     println!(

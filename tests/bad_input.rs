@@ -72,8 +72,9 @@ fn mutated_fixture_requests_get_answers() {
     );
 }
 
-/// The methods without fixtures (a dev node's signing, uncles, bad blocks, the node's facts),
-/// mutated the same way on a dev node, where the signing methods have keys to sign with.
+/// The methods without fixtures (a dev node's signing and controls, uncles, bad blocks, the
+/// node's facts), mutated the same way on a dev node, where the signing methods have keys to
+/// sign with.
 #[test]
 fn mutated_requests_of_methods_without_fixtures_get_answers() {
     let seed = env_u64("SIMNODE_BAD_INPUT_SEED", 0x5eed_1234);
@@ -121,6 +122,11 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         ("web3_sha3", json!(["0x68656c6c6f"])),
         ("net_listening", json!([])),
         ("net_peerCount", json!([])),
+        ("evm_mine", json!([{"blocks": 2}])),
+        ("evm_increaseTime", json!([60])),
+        ("evm_setNextBlockTimestamp", json!(["0xffffffff"])),
+        ("evm_snapshot", json!([])),
+        ("evm_revert", json!(["0x1"])),
         ("eth_getBlockByNumber", json!(["safe", false])),
         ("eth_getBalance", json!([dev[0], "finalized"])),
     ]

@@ -477,3 +477,105 @@ fn dev_node_signs_with_its_accounts() {
     );
     assert!(r.get("error").is_some(), "{r}");
 }
+
+fn quantity(v: &Value) -> u64 {
+    let s = v.as_str().unwrap_or_else(|| panic!("a quantity: {v}"));
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex")
+}
+
+/// The test-chain controls hardhat and anvil users drive: blocks on demand, the clock moved
+/// or set, and snapshots the chain is reverted to with what was mined after them gone.
+#[test]
+fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
+    let node = Node::start(TempDir::new("dev-controls"), Path::new("dev"), &["--dev"]);
+    let head = |node: &Node| node.result("eth_getBlockByNumber", json!(["latest", false]));
+
+    // A block on demand, empty; then at a set time; then three, the clock moved an hour ahead
+    // and going on from the set time.
+    let first = node.result("evm_snapshot", json!([]));
+    assert_eq!(node.result("evm_mine", json!([])), "0x0");
+    assert_eq!(quantity(&head(&node)["number"]), 1);
+    assert_eq!(head(&node)["transactions"], json!([]));
+    let at = quantity(&head(&node)["timestamp"]) + 1_000_000;
+    assert_eq!(
+        node.result("evm_setNextBlockTimestamp", json!([at])),
+        Value::Null
+    );
+    node.result("evm_mine", json!([]));
+    assert_eq!(quantity(&head(&node)["timestamp"]), at);
+    // The answer is the whole offset from the wall clock: the set time's, plus the hour.
+    let offset = quantity(&node.result("evm_increaseTime", json!(["0xe10"])));
+    assert!(offset >= 3600 + 900_000, "{offset}");
+    node.result("evm_mine", json!([{"blocks": 3}]));
+    let last = head(&node);
+    assert_eq!(quantity(&last["number"]), 5);
+    assert!(quantity(&last["timestamp"]) >= at + 3600, "{last}");
+    let at = quantity(&last["timestamp"]) + 50;
+    node.result("evm_mine", json!([format!("{at:#x}")]));
+    assert_eq!(quantity(&head(&node)["timestamp"]), at);
+
+    // A transfer after a snapshot, then back: the block and its transaction are gone, the
+    // balance is what it was, and the snapshot is used up.
+    let snapshot = node.result("evm_snapshot", json!([]));
+    let before = head(&node);
+    let to = address!("000000000000000000000000000000000000f00d");
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": to, "value": "0x7"}]),
+    );
+    wait_for(&node, "the transfer", |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([hash]));
+        (!r.is_null()).then_some(r)
+    });
+    assert_eq!(node.result("eth_getBalance", json!([to, "latest"])), "0x7");
+    assert_eq!(node.result("evm_revert", json!([snapshot])), json!(true));
+    assert_eq!(head(&node)["hash"], before["hash"]);
+    assert_eq!(node.result("eth_getBalance", json!([to, "latest"])), "0x0");
+    assert_eq!(
+        node.result("eth_getTransactionReceipt", json!([hash])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("eth_getBlockByNumber", json!(["finalized", false]))["hash"],
+        before["hash"],
+        "a dev chain's finality goes back with its head"
+    );
+    assert_eq!(node.result("evm_revert", json!([snapshot])), json!(false));
+    // The same transfer again: the sender's nonce is back too.
+    let again = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": to, "value": "0x7"}]),
+    );
+    let receipt = wait_for(&node, "the transfer again", |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([again]));
+        (!r.is_null()).then_some(r)
+    });
+    assert_eq!(
+        node.result("eth_getTransactionByHash", json!([again]))["nonce"],
+        "0x0"
+    );
+    assert_eq!(
+        receipt["blockNumber"],
+        json!(format!("{:#x}", quantity(&before["number"]) + 1))
+    );
+
+    // Back to the first snapshot: genesis.
+    assert_eq!(node.result("evm_revert", json!([first])), json!(true));
+    assert_eq!(node.result("eth_blockNumber", json!([])), "0x0");
+
+    // What it refuses.
+    for (method, params) in [
+        ("evm_setNextBlockTimestamp", json!([0])),
+        ("evm_mine", json!([{"blocks": 0}])),
+        ("evm_mine", json!([{"blocks": 100_000}])),
+        ("evm_increaseTime", json!([-5])),
+        ("evm_increaseTime", json!(["soon"])),
+        // Past what a timestamp, or the next block's, can hold.
+        ("evm_setNextBlockTimestamp", json!([u64::MAX])),
+        ("evm_increaseTime", json!([u64::MAX])),
+    ] {
+        let r = node.call(method, params);
+        assert_eq!(r["error"]["code"], -32602, "{method}: {r}");
+    }
+    assert_eq!(node.result("evm_revert", json!(["0x99"])), json!(false));
+}

@@ -97,4 +97,12 @@ fn the_node_says_what_it_is() {
         node.call("eth_accounts", json!([1]))["error"]["code"],
         -32602
     );
+    // The dev chain's controls exist only on a dev node.
+    for method in ["evm_mine", "evm_snapshot", "evm_increaseTime"] {
+        assert_eq!(
+            node.call(method, json!([]))["error"]["code"],
+            -32601,
+            "{method}"
+        );
+    }
 }

@@ -31,6 +31,7 @@ pub mod accounts;
 pub mod backend;
 pub mod compression;
 pub mod cors;
+pub mod dev_controls;
 pub mod error;
 pub mod health;
 pub mod http_layer;

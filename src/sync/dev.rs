@@ -1,9 +1,10 @@
 //! The dev miner: builds blocks from the transaction pool and stores them through the same
 //! execution and store path as imported blocks. It mines as soon as a transaction arrives, or
-//! on a fixed interval with `--dev.block-time`.
+//! on a fixed interval with `--dev.block-time`; [`DevChain`] also serves the test controls
+//! (`evm_mine`, the clock, snapshots and reverts, see `crate::rpc::dev_controls`).
 
 use std::{
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -68,7 +69,7 @@ pub fn assemble_block(
     timestamp: u64,
 ) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
     let parent = store.head_header()?;
-    let timestamp = timestamp.max(parent.timestamp + 1);
+    let timestamp = timestamp.max(parent.timestamp.saturating_add(1));
     let header = next_header(store, &parent, timestamp);
     let withdrawals = header.withdrawals_root.map(|_| Vec::new());
     assemble_on(store, &parent, header, withdrawals, candidates, true)
@@ -157,37 +158,149 @@ fn now() -> u64 {
         .as_secs()
 }
 
-/// Mines one block from the pool and cleans the pool up after it. With `allow_empty` false
-/// (mining per transaction) nothing is stored when no pending transaction can be included yet
-/// (e.g. all wait behind a nonce gap), and `None` is returned.
-pub fn mine_once(
-    store: &Store,
-    pool: &Pool,
-    allow_empty: bool,
-) -> Result<Option<NewBlock>, BlockError> {
-    let pending = pool.pending();
-    let started = std::time::Instant::now();
-    let (block, changes) = assemble_block(store, &pending, now())?;
-    if block.body.transactions.is_empty() && !allow_empty {
-        return Ok(None);
+/// The dev chain as its miner and its test controls (`evm_*`) share it: the clock later
+/// blocks take their timestamps from, and one lock, so that blocks are mined and the chain is
+/// reverted one at a time.
+pub struct DevChain {
+    store: Arc<Store>,
+    pool: Arc<Pool>,
+    clock: Mutex<DevClock>,
+    mining: Mutex<()>,
+}
+
+/// The latest timestamp the test controls give a dev block: far enough for any test, and far
+/// from where a timestamp, or the next block's, stops fitting the integers tools read it into.
+pub const MAX_DEV_TIMESTAMP: u64 = 1 << 40;
+
+/// Where dev blocks take their timestamps from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DevClock {
+    /// Seconds added to the wall clock (`evm_increaseTime`).
+    pub offset: u64,
+    /// The next block's timestamp (`evm_setNextBlockTimestamp`), used by one block.
+    pub next: Option<u64>,
+}
+
+impl DevChain {
+    pub fn new(store: Arc<Store>, pool: Arc<Pool>) -> Self {
+        Self {
+            store,
+            pool,
+            clock: Mutex::new(DevClock::default()),
+            mining: Mutex::new(()),
+        }
     }
-    store.commit_block(&block, &changes)?;
-    crate::rpc::metrics::record_block_gas(block.header.gas_used, started.elapsed());
-    crate::rpc::metrics::record_storage_tries(store.storage_tries_kept(&block.header.hash()));
-    let included: Vec<B256> = block
-        .body
-        .transactions
-        .iter()
-        .map(|t| *t.tx_hash())
-        .collect();
-    let state = store.state_after(block.header.number)?;
-    pool.on_block(&included, |a| {
-        state.account(a).ok().flatten().map(|acc| acc.nonce)
-    });
-    mark_head_final(store)?;
-    crate::rpc::metrics::set_head_block(block.header.number);
-    tracing::info!(target: "simnode::dev", number = block.header.number, txs = block.body.transactions.len(), gas = block.header.gas_used, "mined block");
-    Ok(Some(block))
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    pub fn clock(&self) -> DevClock {
+        *lock(&self.clock)
+    }
+
+    /// Moves the clock of later blocks `seconds` ahead; the offset from the wall clock now.
+    pub fn increase_time(&self, seconds: u64) -> Result<u64, String> {
+        let mut clock = lock(&self.clock);
+        let offset = clock.offset.saturating_add(seconds);
+        if now().saturating_add(offset) > MAX_DEV_TIMESTAMP {
+            return Err(format!(
+                "{seconds} seconds would take the clock past {MAX_DEV_TIMESTAMP}"
+            ));
+        }
+        clock.offset = offset;
+        Ok(offset)
+    }
+
+    /// Sets the next block's timestamp, which must come after the head's; the blocks after it
+    /// take their time from there on.
+    pub fn set_next_timestamp(&self, timestamp: u64) -> Result<(), String> {
+        let head = self.store.head_header().map_err(|e| e.to_string())?;
+        if timestamp > MAX_DEV_TIMESTAMP {
+            return Err(format!(
+                "timestamp {timestamp} is past the latest a dev block takes ({MAX_DEV_TIMESTAMP})"
+            ));
+        }
+        if timestamp <= head.timestamp {
+            return Err(format!(
+                "timestamp {timestamp} is not after the latest block's ({})",
+                head.timestamp
+            ));
+        }
+        lock(&self.clock).next = Some(timestamp);
+        Ok(())
+    }
+
+    /// Mines one block from the pool and cleans the pool up after it. With `allow_empty`
+    /// false (mining per transaction) nothing is stored when no pending transaction can be
+    /// included yet (e.g. all wait behind a nonce gap), and `None` is returned.
+    pub fn mine(&self, allow_empty: bool) -> Result<Option<NewBlock>, BlockError> {
+        let _one_at_a_time = lock(&self.mining);
+        let (store, pool) = (&*self.store, &*self.pool);
+        let pending = pool.pending();
+        let started = std::time::Instant::now();
+        let clock = self.clock();
+        let timestamp = clock
+            .next
+            .unwrap_or_else(|| now().saturating_add(clock.offset));
+        let (block, changes) = assemble_block(store, &pending, timestamp)?;
+        if block.body.transactions.is_empty() && !allow_empty {
+            return Ok(None);
+        }
+        store.commit_block(&block, &changes)?;
+        if let Some(used) = clock.next {
+            // Used by this block (unless a newer one was set meanwhile); later blocks' clock
+            // goes on from it, as on hardhat and anvil.
+            let mut later = lock(&self.clock);
+            if later.next == Some(used) {
+                later.next = None;
+                later.offset = used.saturating_sub(now());
+            }
+        }
+        crate::rpc::metrics::record_block_gas(block.header.gas_used, started.elapsed());
+        crate::rpc::metrics::record_storage_tries(store.storage_tries_kept(&block.header.hash()));
+        let included: Vec<B256> = block
+            .body
+            .transactions
+            .iter()
+            .map(|t| *t.tx_hash())
+            .collect();
+        let state = store.state_after(block.header.number)?;
+        pool.on_block(&included, |a| {
+            state.account(a).ok().flatten().map(|acc| acc.nonce)
+        });
+        mark_head_final(store)?;
+        crate::rpc::metrics::set_head_block(block.header.number);
+        tracing::info!(target: "simnode::dev", number = block.header.number, txs = block.body.transactions.len(), gas = block.header.gas_used, "mined block");
+        Ok(Some(block))
+    }
+
+    /// Takes the chain back to block `number` (which must still be the canonical block
+    /// `hash`) and the clock back to `clock`, as `evm_revert` does: the blocks after it are
+    /// dropped with their transactions. `false` when the block is no longer on the chain.
+    pub fn revert_to(&self, number: u64, hash: B256, clock: DevClock) -> Result<bool, BlockError> {
+        let _one_at_a_time = lock(&self.mining);
+        if self.store.canonical_hash_raw(number)? != Some(hash) {
+            return Ok(false);
+        }
+        if number < self.store.head().latest {
+            // A dev chain's finality is only its head's: it goes back with it.
+            self.store.set_finality(Some(number), Some(number))?;
+            for (header, _) in self.store.unwind_to(number)? {
+                self.store.remove_side_block(&header.hash())?;
+            }
+            crate::rpc::metrics::set_head_block(number);
+            tracing::info!(target: "simnode::dev", number, "reverted to block");
+        }
+        *lock(&self.clock) = clock;
+        Ok(true)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A dev chain has instant finality: its head is also its safe and finalized block, from
@@ -201,24 +314,24 @@ pub fn mark_head_final(store: &Store) -> Result<(), BlockError> {
 }
 
 /// Runs the miner until the task is dropped.
-pub async fn run_miner(store: Arc<Store>, pool: Arc<Pool>, block_time: Option<Duration>) {
+pub async fn run_miner(dev: Arc<DevChain>, block_time: Option<Duration>) {
     loop {
         match block_time {
             Some(every) => tokio::time::sleep(every).await,
             // A stored wake-up can outlive the transactions it announced (they were mined with
             // an earlier one), so re-check the pool rather than mining an empty block.
             None => {
-                while pool.is_empty() {
-                    pool.added.notified().await;
+                while dev.pool.is_empty() {
+                    dev.pool.added.notified().await;
                 }
             }
         }
-        let (s, p) = (store.clone(), pool.clone());
+        let miner = dev.clone();
         let allow_empty = block_time.is_some();
-        let result = tokio::task::spawn_blocking(move || mine_once(&s, &p, allow_empty)).await;
+        let result = tokio::task::spawn_blocking(move || miner.mine(allow_empty)).await;
         match result {
             // Nothing in the pool could be included (e.g. nonce gaps): wait for more.
-            Ok(Ok(None)) => pool.added.notified().await,
+            Ok(Ok(None)) => dev.pool.added.notified().await,
             Ok(Ok(Some(_))) => {}
             Ok(Err(err)) => {
                 tracing::error!(target: "simnode::dev", %err, "mining failed");

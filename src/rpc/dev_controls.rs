@@ -1,0 +1,192 @@
+//! Test-chain controls on `--dev`, as hardhat and anvil serve them, so that a dapp's test suite
+//! runs against a dev node unchanged:
+//!
+//! - `evm_mine [options]`: a block now, even an empty one; options a timestamp (number or hex)
+//!   for it, or `{timestamp, blocks}` for several (at most [`MAX_BLOCKS_PER_MINE`]). `"0x0"`.
+//! - `evm_increaseTime seconds`: later blocks' clock moves ahead; the total offset in seconds.
+//! - `evm_setNextBlockTimestamp timestamp`: the next block's timestamp (after the head's); the
+//!   clock of the blocks after it goes on from there.
+//! - `evm_snapshot`: an id for the chain as it is now (head and clock).
+//! - `evm_revert id`: the chain back to that snapshot, the blocks after it dropped with their
+//!   transactions; `true`, or `false` for an unknown id. A snapshot is used up by its revert,
+//!   and the snapshots taken after it go with it (hardhat's rule).
+
+use std::sync::{Arc, Mutex};
+
+use alloy::primitives::{B256, U64};
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use serde_json::Value;
+use simnode_api::RpcError;
+
+use crate::sync::dev::{DevChain, DevClock};
+
+/// Most blocks one `evm_mine` mines.
+pub const MAX_BLOCKS_PER_MINE: u64 = 1000;
+
+/// The most positional params each method reads.
+pub const METHOD_PARAMS: simnode_api::MethodParams = &[
+    ("evm_mine", 1),
+    ("evm_increaseTime", 1),
+    ("evm_setNextBlockTimestamp", 1),
+    ("evm_snapshot", 0),
+    ("evm_revert", 1),
+];
+
+#[rpc(server)]
+pub trait DevControlsApi {
+    #[method(name = "evm_mine")]
+    async fn mine(&self, options: Option<Value>) -> RpcResult<String>;
+    #[method(name = "evm_increaseTime")]
+    fn increase_time(&self, seconds: Value) -> RpcResult<U64>;
+    #[method(name = "evm_setNextBlockTimestamp")]
+    fn set_next_block_timestamp(&self, timestamp: Value) -> RpcResult<()>;
+    #[method(name = "evm_snapshot")]
+    fn snapshot(&self) -> RpcResult<U64>;
+    #[method(name = "evm_revert")]
+    async fn revert(&self, id: U64) -> RpcResult<bool>;
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Snapshot {
+    id: u64,
+    number: u64,
+    hash: B256,
+    clock: DevClock,
+}
+
+pub struct DevControls {
+    dev: Arc<DevChain>,
+    snapshots: Mutex<Vec<Snapshot>>,
+}
+
+impl DevControls {
+    pub fn new(dev: Arc<DevChain>) -> Self {
+        Self {
+            dev,
+            snapshots: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn snapshots(&self) -> std::sync::MutexGuard<'_, Vec<Snapshot>> {
+        self.snapshots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A count of seconds or a timestamp: a JSON number, or a hex (`0x`) or decimal string.
+fn quantity(value: &Value, what: &str) -> Result<u64, RpcError> {
+    let parsed = match value {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => s.parse().ok(),
+        },
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "invalid {what} {value}: expected a non-negative integer below 2^64 (a number, or a hex or decimal string)"
+        ))
+    })
+}
+
+fn internal(err: impl std::fmt::Display) -> jsonrpsee::types::ErrorObjectOwned {
+    RpcError::internal(err).into()
+}
+
+#[jsonrpsee::core::async_trait]
+impl DevControlsApiServer for DevControls {
+    async fn mine(&self, options: Option<Value>) -> RpcResult<String> {
+        let (timestamp, blocks) = match &options {
+            None | Some(Value::Null) => (None, 1),
+            Some(Value::Object(fields)) => {
+                let timestamp = match fields.get("timestamp") {
+                    None | Some(Value::Null) => None,
+                    Some(t) => Some(quantity(t, "timestamp")?),
+                };
+                let blocks = match fields.get("blocks") {
+                    None | Some(Value::Null) => 1,
+                    Some(b) => quantity(b, "block count")?,
+                };
+                (timestamp, blocks)
+            }
+            Some(t) => (Some(quantity(t, "timestamp")?), 1),
+        };
+        if blocks == 0 || blocks > MAX_BLOCKS_PER_MINE {
+            return Err(RpcError::invalid_params(format!(
+                "invalid block count {blocks}: from 1 to {MAX_BLOCKS_PER_MINE}"
+            ))
+            .into());
+        }
+        if let Some(timestamp) = timestamp {
+            self.dev
+                .set_next_timestamp(timestamp)
+                .map_err(RpcError::invalid_params)?;
+        }
+        let dev = self.dev.clone();
+        tokio::task::spawn_blocking(move || {
+            for _ in 0..blocks {
+                dev.mine(true)?;
+            }
+            Ok::<_, crate::exec::BlockError>(())
+        })
+        .await
+        .map_err(internal)?
+        .map_err(internal)?;
+        Ok("0x0".into())
+    }
+
+    fn increase_time(&self, seconds: Value) -> RpcResult<U64> {
+        let seconds = quantity(&seconds, "number of seconds")?;
+        let offset = self
+            .dev
+            .increase_time(seconds)
+            .map_err(RpcError::invalid_params)?;
+        Ok(U64::from(offset))
+    }
+
+    fn set_next_block_timestamp(&self, timestamp: Value) -> RpcResult<()> {
+        let timestamp = quantity(&timestamp, "timestamp")?;
+        self.dev
+            .set_next_timestamp(timestamp)
+            .map_err(|e| RpcError::invalid_params(e).into())
+    }
+
+    fn snapshot(&self) -> RpcResult<U64> {
+        let head = self.dev.store().head_header().map_err(internal)?;
+        let mut snapshots = self.snapshots();
+        let id = snapshots.last().map_or(1, |s| s.id + 1);
+        snapshots.push(Snapshot {
+            id,
+            number: head.number,
+            hash: head.hash(),
+            clock: self.dev.clock(),
+        });
+        Ok(U64::from(id))
+    }
+
+    async fn revert(&self, id: U64) -> RpcResult<bool> {
+        let id: u64 = id.saturating_to();
+        let snapshot = {
+            let mut snapshots = self.snapshots();
+            let Some(at) = snapshots.iter().position(|s| s.id == id) else {
+                return Ok(false);
+            };
+            let snapshot = snapshots[at];
+            snapshots.truncate(at);
+            snapshot
+        };
+        let dev = self.dev.clone();
+        let reverted = tokio::task::spawn_blocking(move || {
+            dev.revert_to(snapshot.number, snapshot.hash, snapshot.clock)
+        })
+        .await
+        .map_err(internal)?
+        .map_err(internal)?;
+        Ok(reverted)
+    }
+}
+
+/// The controls of `dev`'s chain.
+pub fn rpc_module(dev: Arc<DevChain>) -> jsonrpsee::Methods {
+    DevControls::new(dev).into_rpc().into()
+}
