@@ -3,7 +3,8 @@
 //!
 //! - `evm_mine [options]`: a block now, even an empty one; options a timestamp (number or hex)
 //!   for it, or `{timestamp, blocks}` for several (at most [`MAX_BLOCKS_PER_MINE`]). `"0x0"`.
-//! - `evm_increaseTime seconds`: later blocks' clock moves ahead; the total offset in seconds.
+//! - `evm_increaseTime seconds`: later blocks' clock moves ahead (of the head's timestamp at
+//!   least); the total offset from the wall clock in seconds.
 //! - `evm_setNextBlockTimestamp timestamp`: the next block's timestamp (after the head's); the
 //!   clock of the blocks after it goes on from there.
 //! - `evm_snapshot`: an id for the chain as it is now (head and clock).

@@ -199,10 +199,19 @@ impl DevChain {
         *lock(&self.clock)
     }
 
-    /// Moves the clock of later blocks `seconds` ahead; the offset from the wall clock now.
+    /// Moves the clock of later blocks `seconds` ahead of where it is, or of the head's
+    /// timestamp when that is later (blocks mined fast run ahead of the wall clock); the
+    /// offset from the wall clock now.
     pub fn increase_time(&self, seconds: u64) -> Result<u64, String> {
+        let head = self.store.head_header().map_err(|e| e.to_string())?;
         let mut clock = lock(&self.clock);
-        let offset = clock.offset.saturating_add(seconds);
+        let behind_head = head
+            .timestamp
+            .saturating_sub(now().saturating_add(clock.offset));
+        let offset = clock
+            .offset
+            .saturating_add(behind_head)
+            .saturating_add(seconds);
         if now().saturating_add(offset) > MAX_DEV_TIMESTAMP {
             return Err(format!(
                 "{seconds} seconds would take the clock past {MAX_DEV_TIMESTAMP}"

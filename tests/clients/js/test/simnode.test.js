@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs'
 
 import {
   createPublicClient,
+  createTestClient,
   createWalletClient,
   decodeEventLog,
   defineChain,
@@ -418,5 +419,32 @@ describe('viem with the node\'s own account', () => {
     }
     const typedSignature = await wallet.signTypedData(typed)
     assert.ok(await verifyTypedData({ address: nodeAccount, ...typed, signature: typedSignature }))
+  })
+})
+
+// viem's test actions against the dev node's controls, as a test suite would use them with
+// anvil: the clock moved and set, a block mined, and a snapshot reverted to. Everything it
+// mines is reverted at the end.
+describe('viem test actions on the dev node', () => {
+  test('clock, mining and snapshots', async () => {
+    const client = createPublicClient({ chain: devChain, transport: http(HTTP_URL), pollingInterval: 100 })
+    const testClient = createTestClient({ chain: devChain, mode: 'anvil', transport: http(HTTP_URL) })
+    const start = await client.getBlock({ blockTag: 'latest' })
+    const id = await testClient.snapshot()
+
+    await testClient.increaseTime({ seconds: 3600 })
+    await testClient.request({ method: 'evm_mine', params: [] })
+    const later = await client.getBlock({ blockTag: 'latest' })
+    assert.equal(later.number, start.number + 1n)
+    assert.ok(later.timestamp >= start.timestamp + 3600n, `${later.timestamp} after ${start.timestamp}`)
+
+    const at = later.timestamp + 1000n
+    await testClient.setNextBlockTimestamp({ timestamp: at })
+    await testClient.request({ method: 'evm_mine', params: [] })
+    assert.equal((await client.getBlock({ blockTag: 'latest' })).timestamp, at)
+
+    await testClient.revert({ id })
+    const back = await client.getBlock({ blockTag: 'latest' })
+    assert.equal(back.hash, start.hash)
   })
 })
