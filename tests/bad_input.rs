@@ -123,6 +123,7 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         ("net_listening", json!([])),
         ("net_peerCount", json!([])),
         ("evm_mine", json!([{"blocks": 2}])),
+        ("anvil_mine", json!(["0x2", "0x1"])),
         ("evm_increaseTime", json!([60])),
         ("evm_setNextBlockTimestamp", json!(["0xffffffff"])),
         ("evm_snapshot", json!([])),

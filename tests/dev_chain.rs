@@ -514,6 +514,17 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
     node.result("evm_mine", json!([format!("{at:#x}")]));
     assert_eq!(quantity(&head(&node)["timestamp"]), at);
 
+    // anvil's and hardhat's own: blocks an interval apart.
+    let from = quantity(&head(&node)["timestamp"]);
+    assert_eq!(
+        node.result("anvil_mine", json!(["0x3", "0xa"])),
+        Value::Null
+    );
+    assert_eq!(quantity(&head(&node)["number"]), 9);
+    assert_eq!(quantity(&head(&node)["timestamp"]), from + 30);
+    node.result("hardhat_mine", json!([]));
+    assert_eq!(quantity(&head(&node)["number"]), 10);
+
     // A transfer after a snapshot, then back: the block and its transaction are gone, the
     // balance is what it was, and the snapshot is used up.
     let snapshot = node.result("evm_snapshot", json!([]));

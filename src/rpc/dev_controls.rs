@@ -3,6 +3,7 @@
 //!
 //! - `evm_mine [options]`: a block now, even an empty one; options a timestamp (number or hex)
 //!   for it, or `{timestamp, blocks}` for several (at most [`MAX_BLOCKS_PER_MINE`]). `"0x0"`.
+//! - `anvil_mine` / `hardhat_mine [blocks, interval]`: several blocks, `interval` seconds apart.
 //! - `evm_increaseTime seconds`: later blocks' clock moves ahead (of the head's timestamp at
 //!   least); the total offset from the wall clock in seconds.
 //! - `evm_setNextBlockTimestamp timestamp`: the next block's timestamp (after the head's); the
@@ -27,6 +28,8 @@ pub const MAX_BLOCKS_PER_MINE: u64 = 1000;
 /// The most positional params each method reads.
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("evm_mine", 1),
+    ("anvil_mine", 2),
+    ("hardhat_mine", 2),
     ("evm_increaseTime", 1),
     ("evm_setNextBlockTimestamp", 1),
     ("evm_snapshot", 0),
@@ -37,6 +40,10 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
 pub trait DevControlsApi {
     #[method(name = "evm_mine")]
     async fn mine(&self, options: Option<Value>) -> RpcResult<String>;
+    /// `blocks` blocks (default 1), `interval` seconds apart (default: the clock's pace), as
+    /// anvil's and hardhat's own `*_mine` (viem's `testClient.mine`, hardhat's `mine()` helper).
+    #[method(name = "anvil_mine", aliases = ["hardhat_mine"])]
+    async fn mine_blocks(&self, blocks: Option<Value>, interval: Option<Value>) -> RpcResult<()>;
     #[method(name = "evm_increaseTime")]
     fn increase_time(&self, seconds: Value) -> RpcResult<U64>;
     #[method(name = "evm_setNextBlockTimestamp")]
@@ -90,6 +97,15 @@ fn quantity(value: &Value, what: &str) -> Result<u64, RpcError> {
     })
 }
 
+fn check_block_count(blocks: u64) -> Result<(), RpcError> {
+    if blocks == 0 || blocks > MAX_BLOCKS_PER_MINE {
+        return Err(RpcError::invalid_params(format!(
+            "invalid block count {blocks}: from 1 to {MAX_BLOCKS_PER_MINE}"
+        )));
+    }
+    Ok(())
+}
+
 fn internal(err: impl std::fmt::Display) -> jsonrpsee::types::ErrorObjectOwned {
     RpcError::internal(err).into()
 }
@@ -112,12 +128,7 @@ impl DevControlsApiServer for DevControls {
             }
             Some(t) => (Some(quantity(t, "timestamp")?), 1),
         };
-        if blocks == 0 || blocks > MAX_BLOCKS_PER_MINE {
-            return Err(RpcError::invalid_params(format!(
-                "invalid block count {blocks}: from 1 to {MAX_BLOCKS_PER_MINE}"
-            ))
-            .into());
-        }
+        check_block_count(blocks)?;
         if let Some(timestamp) = timestamp {
             self.dev
                 .set_next_timestamp(timestamp)
@@ -134,6 +145,32 @@ impl DevControlsApiServer for DevControls {
         .map_err(internal)?
         .map_err(internal)?;
         Ok("0x0".into())
+    }
+
+    async fn mine_blocks(&self, blocks: Option<Value>, interval: Option<Value>) -> RpcResult<()> {
+        let optional = |value: Option<Value>, what| match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => quantity(&v, what).map(Some),
+        };
+        let blocks = optional(blocks, "block count")?.unwrap_or(1);
+        let interval = optional(interval, "interval")?;
+        check_block_count(blocks)?;
+        let dev = self.dev.clone();
+        tokio::task::spawn_blocking(move || {
+            for _ in 0..blocks {
+                if let Some(interval) = interval {
+                    let head = dev.store().head_header()?;
+                    let at = head.timestamp.saturating_add(interval.max(1));
+                    dev.set_next_timestamp(at)
+                        .map_err(RpcError::invalid_params)?;
+                }
+                dev.mine(true).map_err(RpcError::internal)?;
+            }
+            Ok::<_, RpcError>(())
+        })
+        .await
+        .map_err(internal)??;
+        Ok(())
     }
 
     fn increase_time(&self, seconds: Value) -> RpcResult<U64> {

@@ -443,6 +443,11 @@ describe('viem test actions on the dev node', () => {
     await testClient.request({ method: 'evm_mine', params: [] })
     assert.equal((await client.getBlock({ blockTag: 'latest' })).timestamp, at)
 
+    await testClient.mine({ blocks: 2, interval: 5 })
+    const mined = await client.getBlock({ blockTag: 'latest' })
+    assert.equal(mined.number, start.number + 4n)
+    assert.equal(mined.timestamp, at + 10n)
+
     await testClient.revert({ id })
     const back = await client.getBlock({ blockTag: 'latest' })
     assert.equal(back.hash, start.hash)
