@@ -112,18 +112,11 @@ pub fn keep_bad_block(store: &Store, hash: B256, number: u64, rlp: &[u8]) {
     }
 }
 
-/// [`keep_bad_block`] for a block in parts.
-pub fn keep_bad_parts(store: &Store, header: &Sealed<Header>, body: &BlockBody<TxEnvelope>) {
-    let block = alloy::consensus::Block {
-        header: header.inner().clone(),
-        body: body.clone(),
-    };
-    keep_bad_block(
-        store,
-        header.hash(),
-        header.number,
-        &alloy::rlp::encode(&block),
-    );
+/// [`keep_bad_block`] for a block in parts (taken whole: both callers are done with them).
+pub fn keep_bad_parts(store: &Store, header: Sealed<Header>, body: BlockBody<TxEnvelope>) {
+    let (header, hash) = header.into_parts();
+    let (number, block) = (header.number, alloy::consensus::Block { header, body });
+    keep_bad_block(store, hash, number, &alloy::rlp::encode(&block));
 }
 
 /// Executes and validates `header`/`body` on top of the stored head, then stores it.

@@ -164,7 +164,7 @@ impl EngineApi {
             Err(exec::BlockError::Store(e @ crate::store::StoreError::Db(_))) => Err(internal(e)),
             Err(e) => {
                 if e.is_bad_block() {
-                    exec::keep_bad_parts(&self.store, &kept.0, &kept.1);
+                    exec::keep_bad_parts(&self.store, kept.0, kept.1);
                 }
                 Ok(PayloadStatus::new(
                     PayloadStatusEnum::Invalid {
@@ -276,7 +276,7 @@ impl EngineApi {
                         if let Some((header, body)) =
                             self.store.side_block(&hash).map_err(internal)?
                         {
-                            exec::keep_bad_parts(&self.store, &header, &body);
+                            exec::keep_bad_parts(&self.store, header, body);
                         }
                     }
                     self.store.remove_side_block(&hash).map_err(internal)?;
