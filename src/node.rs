@@ -156,6 +156,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     }
     config.max_params = rpc::max_params::MaxParams::from_tables(&tables)?;
     config.max_params.verify_covers(&methods)?;
+    let engine_eth = engine::eth_namespace(&methods)?;
     let server = rpc::start(config, methods).await?;
     rpc::metrics::set_head_block(store.head().latest);
 
@@ -169,6 +170,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         engine_addr,
         secret,
         EngineApi::new(store.clone(), pool.clone()),
+        engine_eth,
     )
     .await?;
 

@@ -665,3 +665,96 @@ fn damaged_engine_requests_leave_the_chain_whole() {
         assert!(receipts.is_array(), "block {n} whole: {receipts}");
     }
 }
+
+/// What a consensus client reads back over the Engine API: payload bodies by range and by hash
+/// (the block's transactions as EIP-2718 bytes, withdrawals null before Shanghai), the client
+/// version, and the `eth_` methods it asks the same URL (Lighthouse's liveness check is
+/// `eth_syncing`), while the rest of the public RPC stays off the Engine API.
+#[test]
+fn engine_api_serves_payload_bodies_client_version_and_eth_methods() {
+    use alloy::eips::eip2718::Encodable2718;
+
+    let node = Node::execution_apis(&[]);
+    let engine = |method: &str, params: Value| -> Value {
+        let req = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params});
+        let (status, body) = node.engine_raw(&req.to_string());
+        assert_eq!(status, 200, "{method}: {body}");
+        serde_json::from_str(&body).expect("json")
+    };
+    let blocks = chain_blocks();
+    let expected = |block: &Block<TxEnvelope>| -> Value {
+        let txs: Vec<String> = block
+            .body
+            .transactions
+            .iter()
+            .map(|t| alloy::hex::encode_prefixed(t.encoded_2718()))
+            .collect();
+        json!({"transactions": txs, "withdrawals": block.body.withdrawals})
+    };
+
+    // The whole chain in one range, cut at the head (54) rather than padded.
+    let r = engine("engine_getPayloadBodiesByRangeV1", json!(["0x1", "0x400"]));
+    let bodies = r["result"].as_array().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(bodies.len(), blocks.len());
+    for (body, block) in bodies.iter().zip(&blocks) {
+        assert_eq!(body, &expected(block), "block {}", block.header.number);
+    }
+    assert!(
+        bodies.iter().any(|b| b["withdrawals"].is_null())
+            && bodies.iter().any(|b| b["withdrawals"].is_array()),
+        "the chain spans Shanghai"
+    );
+    let r = engine("engine_getPayloadBodiesByRangeV1", json!(["0x37", "0x2"]));
+    assert_eq!(r["result"], json!([]), "{r}");
+    for params in [json!(["0x0", "0x1"]), json!(["0x1", "0x0"])] {
+        let r = engine("engine_getPayloadBodiesByRangeV1", params);
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+    }
+    let r = engine("engine_getPayloadBodiesByRangeV1", json!(["0x1", "0x401"]));
+    assert_eq!(r["error"]["code"], -38004, "{r}");
+
+    let (first, last) = (&blocks[0], &blocks[blocks.len() - 1]);
+    let r = engine(
+        "engine_getPayloadBodiesByHashV1",
+        json!([[
+            last.header.hash_slow(),
+            B256::repeat_byte(1),
+            first.header.hash_slow()
+        ]]),
+    );
+    assert_eq!(
+        r["result"],
+        json!([expected(last), null, expected(first)]),
+        "{r}"
+    );
+
+    let r = engine(
+        "engine_getClientVersionV1",
+        json!([{"code": "XY", "name": "a client", "version": "v1.0.0", "commit": "0x01020304"}]),
+    );
+    assert_eq!(r["result"][0]["code"], "SN", "{r}");
+    assert_eq!(r["result"][0]["name"], "simnode", "{r}");
+
+    let r = engine("engine_exchangeCapabilities", json!([[]]));
+    let caps = r["result"].as_array().unwrap_or_else(|| panic!("{r}"));
+    for method in [
+        "engine_getPayloadBodiesByHashV1",
+        "engine_getPayloadBodiesByRangeV1",
+        "engine_getClientVersionV1",
+    ] {
+        assert!(caps.contains(&json!(method)), "{method} in {r}");
+    }
+
+    assert_eq!(engine("eth_syncing", json!([]))["result"], json!(false));
+    assert_eq!(
+        engine("eth_chainId", json!([]))["result"],
+        "0xc72dd9d5e883e"
+    );
+    let r = engine("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(r["result"]["hash"], HEAD_54, "{r}");
+    let r = engine("eth_getBlockByHash", json!([HEAD_54, false]));
+    assert_eq!(r["result"]["number"], "0x36", "{r}");
+    // Only the eth namespace joins the Engine API.
+    let r = engine("debug_getRawHeader", json!(["latest"]));
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+}

@@ -22,18 +22,27 @@ impl From<StoreError> for RpcError {
     }
 }
 
+fn read_body(
+    tx: &redb::ReadTransaction,
+    number: u64,
+) -> Result<Option<BlockBody<TxEnvelope>>, StoreError> {
+    let Some(raw) = tx.open_table(BODIES)?.get(number)? else {
+        return Ok(None);
+    };
+    BlockBody::<TxEnvelope>::decode(&mut raw.value())
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt(format!("body {number}: {e}")))
+}
+
 impl Store {
     pub fn block(&self, number: u64) -> Result<Option<StoredBlock>, StoreError> {
         let Some(header) = self.header_raw(number)? else {
             return Ok(None);
         };
         let tx = self.db().begin_read()?;
-        let bodies = tx.open_table(BODIES)?;
-        let Some(raw) = bodies.get(number)? else {
+        let Some(body) = read_body(&tx, number)? else {
             return Ok(None);
         };
-        let body = BlockBody::<TxEnvelope>::decode(&mut raw.value())
-            .map_err(|e| StoreError::Corrupt(format!("body {number}: {e}")))?;
         let senders_table = tx.open_table(SENDERS)?;
         let senders = senders_table
             .get(number)?
@@ -44,6 +53,11 @@ impl Store {
             body,
             senders,
         }))
+    }
+
+    /// The body of canonical block `number`.
+    pub fn body(&self, number: u64) -> Result<Option<BlockBody<TxEnvelope>>, StoreError> {
+        read_body(&self.db().begin_read()?, number)
     }
 
     pub fn receipts(&self, number: u64) -> Result<Option<Vec<ReceiptEnvelope>>, StoreError> {

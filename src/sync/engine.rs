@@ -1,5 +1,7 @@
 //! The Engine API a consensus client drives the node with: `engine_newPayloadV1..V4` executes
-//! and stores a block, `engine_forkchoiceUpdatedV1..V3` moves head/safe/finalized.
+//! and stores a block, `engine_forkchoiceUpdatedV1..V3` moves head/safe/finalized. What it only
+//! reads (payload bodies, the client version) is in [`super::engine_reads`]; the public RPC's
+//! `eth_` methods are served beside it ([`eth_namespace`]).
 //!
 //! A payload on top of the head is executed and stored; a payload whose parent is unknown
 //! answers SYNCING; a payload whose parent is known but is not the head (a side branch) is kept
@@ -25,16 +27,19 @@ use alloy::rpc::types::engine::{
 use alloy::{
     consensus::{Block, Transaction, TxEnvelope},
     eips::eip7685::Requests,
-    primitives::{Bytes, Sealable, B256},
+    primitives::{Bytes, Sealable, B256, U64},
 };
 use anyhow::Context as _;
 use jsonrpsee::{
     server::{ServerBuilder, ServerConfig, ServerHandle},
     types::ErrorObjectOwned,
-    RpcModule,
+    Methods, RpcModule,
 };
 
-use super::jwt::{JwtLayer, JwtSecret};
+use super::{
+    engine_reads,
+    jwt::{JwtLayer, JwtSecret},
+};
 use crate::{exec, pool::Pool, store::Store};
 
 /// Capabilities this node answers `engine_exchangeCapabilities` with.
@@ -47,6 +52,9 @@ const CAPABILITIES: &[&str] = &[
     "engine_forkchoiceUpdatedV1",
     "engine_forkchoiceUpdatedV2",
     "engine_forkchoiceUpdatedV3",
+    "engine_getPayloadBodiesByHashV1",
+    "engine_getPayloadBodiesByRangeV1",
+    "engine_getClientVersionV1",
 ];
 
 /// Deepest reorg (blocks unwound from the canonical chain) forkchoiceUpdated performs.
@@ -396,6 +404,19 @@ impl EngineApi {
             );
             api.new_payload_checked(ExecutionPayload::V3(payload), sidecar)
         })?;
+        m.register_blocking_method("engine_getPayloadBodiesByHashV1", |params, api, _| {
+            let (hashes,): (Vec<B256>,) = params.parse()?;
+            engine_reads::bodies_by_hash(&api.store, &hashes)
+        })?;
+        m.register_blocking_method("engine_getPayloadBodiesByRangeV1", |params, api, _| {
+            let (start, count): (U64, U64) = params.parse()?;
+            engine_reads::bodies_by_range(&api.store, start.to(), count.to())
+        })?;
+        m.register_method("engine_getClientVersionV1", |params, _, _| {
+            // The consensus client's own version is read only to check the request's shape.
+            let (_theirs,): (engine_reads::ClientVersion,) = params.parse()?;
+            Ok::<_, ErrorObjectOwned>(vec![engine_reads::ClientVersion::this_node()])
+        })?;
         for name in [
             "engine_forkchoiceUpdatedV1",
             "engine_forkchoiceUpdatedV2",
@@ -443,11 +464,30 @@ impl EngineApi {
     }
 }
 
-/// Serves the Engine API on `addr`, every request authenticated with `secret`.
+/// The `eth_` methods of the public RPC, for the Engine API port. geth serves the `eth`
+/// namespace there as well, and consensus clients rely on it: Lighthouse checks that the engine
+/// is up with `eth_syncing` and reads blocks with `eth_getBlockByNumber` and `eth_getBlockByHash`
+/// on the Engine API's URL, as it has no other.
+pub fn eth_namespace(public: &Methods) -> anyhow::Result<Methods> {
+    let mut eth = RpcModule::new(());
+    eth.merge(public.clone())?;
+    let others: Vec<&'static str> = eth
+        .method_names()
+        .filter(|name| !name.starts_with("eth_"))
+        .collect();
+    for name in others {
+        eth.remove_method(name);
+    }
+    Ok(eth.into())
+}
+
+/// Serves the Engine API on `addr`, every request authenticated with `secret`, with `eth`
+/// (see [`eth_namespace`]) beside it.
 pub async fn start(
     addr: SocketAddr,
     secret: JwtSecret,
     api: EngineApi,
+    eth: Methods,
 ) -> anyhow::Result<(ServerHandle, SocketAddr)> {
     let http = tower::ServiceBuilder::new().layer(JwtLayer(Arc::new(secret)));
     // Payloads of full blocks are large; the consensus client is trusted (it holds the secret).
@@ -462,7 +502,11 @@ pub async fn start(
         .await
         .with_context(|| format!("cannot listen on {addr} for the Engine API"))?;
     let local = server.local_addr()?;
-    Ok((server.start(api.into_rpc()?), local))
+    let mut methods = api.into_rpc()?;
+    methods
+        .merge(eth)
+        .context("serving the eth namespace on the Engine API")?;
+    Ok((server.start(methods), local))
 }
 
 #[cfg(test)]

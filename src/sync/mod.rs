@@ -3,6 +3,7 @@
 
 pub mod dev;
 pub mod engine;
+pub mod engine_reads;
 pub mod import;
 pub mod jwt;
 pub mod testing;
