@@ -758,3 +758,75 @@ fn engine_api_serves_payload_bodies_client_version_and_eth_methods() {
     let r = engine("debug_getRawHeader", json!(["latest"]));
     assert_eq!(r["error"]["code"], -32601, "{r}");
 }
+
+/// A validator's round trip over the Engine API's JSON: forkchoiceUpdatedV3 with payload
+/// attributes on the head answers a payload id, getPayloadV5 (the chain is at Osaka) gives the
+/// built block, and sent back with newPayloadV4 it is VALID and becomes the head.
+#[test]
+fn engine_api_builds_a_payload_a_consensus_client_can_propose() {
+    let node = Node::execution_apis(&[]);
+    let engine = |method: &str, params: Value| -> Value {
+        let req = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params});
+        let (status, body) = node.engine_raw(&req.to_string());
+        assert_eq!(status, 200, "{method}: {body}");
+        serde_json::from_str(&body).expect("json")
+    };
+    let state =
+        json!({"headBlockHash": HEAD_54, "safeBlockHash": HEAD_54, "finalizedBlockHash": HEAD_54});
+    let beacon_root = format!("0x{}", "11".repeat(32));
+    let attributes = json!({
+        "timestamp": "0x230",
+        "prevRandao": format!("0x{}", "22".repeat(32)),
+        "suggestedFeeRecipient": "0x00000000000000000000000000000000000000fe",
+        "withdrawals": [{"index": "0x0", "validatorIndex": "0x5", "address": "0x00000000000000000000000000000000000000aa", "amount": "0x3b9aca00"}],
+        "parentBeaconBlockRoot": beacon_root,
+    });
+    let r = engine("engine_forkchoiceUpdatedV3", json!([state, attributes]));
+    assert_eq!(r["result"]["payloadStatus"]["status"], "VALID", "{r}");
+    let id = r["result"]["payloadId"].clone();
+    assert!(id.is_string(), "{r}");
+    // The same fields through V2 are not its fork.
+    let r2 = engine("engine_forkchoiceUpdatedV2", json!([state, attributes]));
+    assert_eq!(r2["error"]["code"], -38005, "{r2}");
+
+    let r = engine("engine_getPayloadV4", json!([id]));
+    assert_eq!(r["error"]["code"], -38005, "an Osaka payload: {r}");
+    let r = engine("engine_getPayloadV5", json!([id]));
+    let envelope = &r["result"];
+    let payload = &envelope["executionPayload"];
+    assert_eq!(payload["blockNumber"], "0x37", "{r}");
+    assert_eq!(payload["parentHash"], HEAD_54);
+    assert_eq!(payload["withdrawals"][0]["amount"], "0x3b9aca00");
+    assert_eq!(envelope["blobsBundle"]["commitments"], json!([]));
+    let hash = payload["blockHash"].clone();
+    let r = engine(
+        "engine_newPayloadV4",
+        json!([payload, [], beacon_root, envelope["executionRequests"]]),
+    );
+    assert_eq!(r["result"]["status"], "VALID", "{r}");
+    let r = engine(
+        "engine_forkchoiceUpdatedV3",
+        json!([{"headBlockHash": hash, "safeBlockHash": HEAD_54, "finalizedBlockHash": HEAD_54}, null]),
+    );
+    assert_eq!(r["result"]["payloadStatus"]["status"], "VALID", "{r}");
+    assert_eq!(r["result"]["payloadId"], Value::Null);
+    let r = node.call("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(r["result"]["hash"], hash, "{r}");
+    // The withdrawal was paid: 1 gwei in wei to 0xaa.
+    let r = node.call(
+        "eth_getBalance",
+        json!(["0x00000000000000000000000000000000000000aa", "latest"]),
+    );
+    let before = node.call(
+        "eth_getBalance",
+        json!(["0x00000000000000000000000000000000000000aa", "0x36"]),
+    );
+    let wei = |v: &Value| {
+        u128::from_str_radix(v["result"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+    };
+    assert_eq!(
+        wei(&r) - wei(&before),
+        1_000_000_000_000_000_000,
+        "{r} {before}"
+    );
+}

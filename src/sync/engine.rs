@@ -14,15 +14,16 @@
 //! branch is invalid, the answer is INVALID with `latestValidHash` the last valid ancestor, and
 //! the previous canonical chain is re-executed from the side table. A reorg never unwinds more
 //! than [`MAX_REORG_DEPTH`] blocks nor below the finalized block (-38002 Invalid forkchoice
-//! state). Transactions of unwound blocks that the new chain lacks go back to the pool. Payload building is
-//! not offered: forkchoiceUpdated with attributes answers with no payload id.
+//! state). Transactions of unwound blocks that the new chain lacks go back to the pool.
+//! forkchoiceUpdated with payload attributes builds a block for the proposer
+//! ([`super::payload_jobs`]), which `engine_getPayloadV1..V5` hand out.
 
 use std::{net::SocketAddr, sync::Arc};
 
 use alloy::rpc::types::engine::{
     CancunPayloadFields, ExecutionPayload, ExecutionPayloadSidecar, ExecutionPayloadV1,
-    ExecutionPayloadV2, ExecutionPayloadV3, ForkchoiceState, ForkchoiceUpdated, PayloadError,
-    PayloadStatus, PayloadStatusEnum, PraguePayloadFields,
+    ExecutionPayloadV2, ExecutionPayloadV3, ForkchoiceState, ForkchoiceUpdated, PayloadAttributes,
+    PayloadError, PayloadId, PayloadStatus, PayloadStatusEnum, PraguePayloadFields,
 };
 use alloy::{
     consensus::{Block, Transaction, TxEnvelope},
@@ -39,6 +40,7 @@ use jsonrpsee::{
 use super::{
     engine_reads,
     jwt::{JwtLayer, JwtSecret},
+    payload_jobs::{self, PayloadJobs},
 };
 use crate::{exec, pool::Pool, store::Store};
 
@@ -52,6 +54,11 @@ const CAPABILITIES: &[&str] = &[
     "engine_forkchoiceUpdatedV1",
     "engine_forkchoiceUpdatedV2",
     "engine_forkchoiceUpdatedV3",
+    "engine_getPayloadV1",
+    "engine_getPayloadV2",
+    "engine_getPayloadV3",
+    "engine_getPayloadV4",
+    "engine_getPayloadV5",
     "engine_getPayloadBodiesByHashV1",
     "engine_getPayloadBodiesByRangeV1",
     "engine_getClientVersionV1",
@@ -67,6 +74,8 @@ pub struct EngineApi {
     /// Serializes payloads and forkchoice updates: a reorg (unwind, then one import per block)
     /// must not interleave with another payload's import.
     serial: Arc<std::sync::Mutex<()>>,
+    /// Payloads built for the consensus client's proposals.
+    jobs: Arc<PayloadJobs>,
 }
 
 fn invalid_params(msg: impl Into<String>) -> ErrorObjectOwned {
@@ -96,6 +105,7 @@ impl EngineApi {
             store,
             pool,
             serial: Arc::default(),
+            jobs: Arc::default(),
         }
     }
 
@@ -188,7 +198,42 @@ impl EngineApi {
         &self,
         state: ForkchoiceState,
     ) -> Result<ForkchoiceUpdated, ErrorObjectOwned> {
+        self.forkchoice_updated_with(state, None)
+    }
+
+    /// A forkchoice update with the payload attributes of a validator's proposal, and the
+    /// version of `engine_forkchoiceUpdated` they came with: once the new head is VALID, a
+    /// block is built on it and the answer carries its payload id (see [`payload_jobs`]).
+    /// Attributes that do not fit leave the forkchoice applied and answer with an error.
+    pub fn forkchoice_updated_with(
+        &self,
+        state: ForkchoiceState,
+        attributes: Option<(u8, PayloadAttributes)>,
+    ) -> Result<ForkchoiceUpdated, ErrorObjectOwned> {
         let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+        let mut updated = self.apply_forkchoice(state)?;
+        let Some((version, attributes)) = attributes else {
+            return Ok(updated);
+        };
+        let head = self.store.head_header().map_err(internal)?;
+        if !updated.is_valid() || head.hash() != state.head_block_hash {
+            return Ok(updated);
+        }
+        payload_jobs::check_attributes(&self.store, version, &head, &attributes)?;
+        let id = payload_jobs::payload_id(&head, version, &attributes);
+        if !self.jobs.contains(id) {
+            let built = payload_jobs::build_from_pool(&self.store, &self.pool, &head, &attributes)?;
+            self.jobs.keep(id, built);
+        }
+        updated.payload_id = Some(id);
+        Ok(updated)
+    }
+
+    /// Moves head, safe and finalized as `state` names them (the serial lock held).
+    fn apply_forkchoice(
+        &self,
+        state: ForkchoiceState,
+    ) -> Result<ForkchoiceUpdated, ErrorObjectOwned> {
         let number_of = |hash: B256| self.store.number_of(&hash).map_err(internal);
         match number_of(state.head_block_hash)? {
             Some(n) if n == self.store.head().latest => {}
@@ -417,16 +462,28 @@ impl EngineApi {
             let (_theirs,): (engine_reads::ClientVersion,) = params.parse()?;
             Ok::<_, ErrorObjectOwned>(vec![engine_reads::ClientVersion::this_node()])
         })?;
-        for name in [
-            "engine_forkchoiceUpdatedV1",
-            "engine_forkchoiceUpdatedV2",
-            "engine_forkchoiceUpdatedV3",
+        for (version, name) in [
+            (1, "engine_forkchoiceUpdatedV1"),
+            (2, "engine_forkchoiceUpdatedV2"),
+            (3, "engine_forkchoiceUpdatedV3"),
         ] {
-            m.register_blocking_method(name, |params, api, _| {
+            m.register_blocking_method(name, move |params, api, _| {
                 let mut seq = params.sequence();
                 let state: ForkchoiceState = seq.next()?;
-                let _attributes: Option<serde_json::Value> = seq.optional_next()?;
-                api.forkchoice_updated(state)
+                let attributes: Option<PayloadAttributes> = seq.optional_next()?;
+                api.forkchoice_updated_with(state, attributes.map(|a| (version, a)))
+            })?;
+        }
+        for (version, name) in [
+            (1, "engine_getPayloadV1"),
+            (2, "engine_getPayloadV2"),
+            (3, "engine_getPayloadV3"),
+            (4, "engine_getPayloadV4"),
+            (5, "engine_getPayloadV5"),
+        ] {
+            m.register_method(name, move |params, api, _| {
+                let (id,): (PayloadId,) = params.parse()?;
+                api.jobs.answer(version, id)
             })?;
         }
         Ok(m)
@@ -687,6 +744,145 @@ mod reorg_tests {
                 highest_block: None
             })
         );
+    }
+
+    /// A validator's proposal: forkchoiceUpdated with attributes builds a block from the pool
+    /// (not stored), getPayload hands it out in its fork's form, and the block sent back as a
+    /// payload becomes the head like any other.
+    #[test]
+    fn payload_building_for_a_proposer() {
+        use simnode_api::TxPool as _;
+        let node = open("build");
+        let pool = Arc::new(Pool::default());
+        let api = EngineApi::new(node.clone(), pool.clone());
+        let head = node.head_header().unwrap();
+        let tx = transfer(KEY0, 0, X, 1_000);
+        pool.insert(tx.clone()).unwrap();
+        let state = ForkchoiceState {
+            head_block_hash: head.hash(),
+            safe_block_hash: B256::ZERO,
+            finalized_block_hash: B256::ZERO,
+        };
+        let fee_recipient = address!("00000000000000000000000000000000000000fe");
+        let attributes = PayloadAttributes {
+            timestamp: head.timestamp + 12,
+            prev_randao: B256::repeat_byte(9),
+            suggested_fee_recipient: fee_recipient,
+            withdrawals: Some(vec![]),
+            parent_beacon_block_root: Some(B256::repeat_byte(3)),
+            slot_number: None,
+            target_gas_limit: None,
+        };
+        let updated = api
+            .forkchoice_updated_with(state, Some((3, attributes.clone())))
+            .unwrap();
+        assert_eq!(updated.payload_status.status, PayloadStatusEnum::Valid);
+        let id = updated.payload_id.expect("a build started");
+        assert_eq!(node.head().latest, 0, "the built block is not stored");
+        // The same request again names the same build.
+        let again = api
+            .forkchoice_updated_with(state, Some((3, attributes.clone())))
+            .unwrap();
+        assert_eq!(again.payload_id, Some(id));
+
+        // The dev chain is Osaka from genesis: V5 gives it, V3 and V4 refuse it.
+        assert_eq!(api.jobs.answer(3, id).unwrap_err().code(), -38005);
+        assert_eq!(api.jobs.answer(4, id).unwrap_err().code(), -38005);
+        let unknown = PayloadId(alloy::primitives::B64::repeat_byte(1));
+        assert_eq!(api.jobs.answer(5, unknown).unwrap_err().code(), -38001);
+        let envelope = api.jobs.answer(5, id).unwrap();
+        let payload: ExecutionPayloadV3 =
+            serde_json::from_value(envelope["executionPayload"].clone()).unwrap();
+        let inner = &payload.payload_inner.payload_inner;
+        assert_eq!(inner.transactions.len(), 1);
+        assert_eq!(inner.fee_recipient, fee_recipient);
+        assert_eq!(inner.prev_randao, B256::repeat_byte(9));
+        assert_eq!(inner.timestamp, head.timestamp + 12);
+        assert_eq!(inner.extra_data.as_ref(), b"simnode");
+        let base_fee = inner.base_fee_per_gas.to::<u128>();
+        let tip = tx.effective_tip_per_gas(base_fee as u64).unwrap();
+        let value: U256 = serde_json::from_value(envelope["blockValue"].clone()).unwrap();
+        assert_eq!(value, U256::from(tip * 21_000));
+        assert_eq!(envelope["blobsBundle"]["blobs"], serde_json::json!([]));
+        assert!(envelope["executionRequests"].is_array());
+
+        // Sent back, it is a valid payload and becomes the head.
+        let sidecar = ExecutionPayloadSidecar::v4(
+            CancunPayloadFields::new(B256::repeat_byte(3), vec![]),
+            PraguePayloadFields::new(Requests::new(
+                serde_json::from_value(envelope["executionRequests"].clone()).unwrap(),
+            )),
+        );
+        let hash = inner.block_hash;
+        let status = api
+            .new_payload_checked(ExecutionPayload::V3(payload), sidecar)
+            .unwrap();
+        assert_eq!(status.status, PayloadStatusEnum::Valid, "{status:?}");
+        let to_it = ForkchoiceState {
+            head_block_hash: hash,
+            ..state
+        };
+        api.forkchoice_updated(to_it).unwrap();
+        assert_eq!(node.head().latest, 1);
+        assert!(tx_known(&node, *tx.inner().tx_hash()));
+        assert!(pool.is_empty(), "the included transaction left the pool");
+    }
+
+    /// Attributes that do not fit: the forkchoice still moves, the answer is the spec's error.
+    #[test]
+    fn payload_attributes_that_do_not_fit_are_refused() {
+        let node = open("build-refused");
+        let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let head = node.head_header().unwrap();
+        let state = ForkchoiceState {
+            head_block_hash: head.hash(),
+            safe_block_hash: head.hash(),
+            finalized_block_hash: B256::ZERO,
+        };
+        let good = PayloadAttributes {
+            timestamp: head.timestamp + 12,
+            prev_randao: B256::ZERO,
+            suggested_fee_recipient: Address::ZERO,
+            withdrawals: Some(vec![]),
+            parent_beacon_block_root: Some(B256::ZERO),
+            slot_number: None,
+            target_gas_limit: None,
+        };
+        let code = |version: u8, attributes: PayloadAttributes| {
+            api.forkchoice_updated_with(state, Some((version, attributes)))
+                .unwrap_err()
+                .code()
+        };
+        let stale = PayloadAttributes {
+            timestamp: head.timestamp,
+            ..good.clone()
+        };
+        assert_eq!(code(3, stale), -38003);
+        let no_root = PayloadAttributes {
+            parent_beacon_block_root: None,
+            ..good.clone()
+        };
+        assert_eq!(code(3, no_root), -38003);
+        let v2_shape = PayloadAttributes {
+            parent_beacon_block_root: None,
+            ..good.clone()
+        };
+        // An Osaka timestamp through V1 or V2: not their fork.
+        assert_eq!(code(2, v2_shape.clone()), -38005);
+        assert_eq!(code(1, v2_shape), -38005);
+        // Fields of later forks' attributes.
+        let amsterdam_shape = PayloadAttributes {
+            slot_number: Some(7),
+            ..good.clone()
+        };
+        assert_eq!(code(3, amsterdam_shape), -38003);
+        // The forkchoice itself was applied each time.
+        assert_eq!(node.head().safe, Some(0));
+        assert!(api
+            .forkchoice_updated_with(state, Some((3, good)))
+            .unwrap()
+            .payload_id
+            .is_some());
     }
 
     #[test]

@@ -6,4 +6,6 @@ pub mod engine;
 pub mod engine_reads;
 pub mod import;
 pub mod jwt;
+pub mod payload;
+pub mod payload_jobs;
 pub mod testing;

@@ -2,10 +2,8 @@
 //! transactions, the way a block builder would, and answers with its execution payload
 //! without storing anything (hive uses it to check block building).
 //!
-//! The block follows the chain's rules like any mined block: base fee and excess blob gas from
-//! the parent, the gas limit moved toward [`GAS_LIMIT_TARGET`] by at most parent/1024 - 1 (as
-//! geth's builder does with its default gas ceiling), every transaction included in the order
-//! given. A transaction that cannot be included is an error naming it (nothing is skipped).
+//! The block follows the chain's rules like any mined block (see [`super::payload`]), every
+//! transaction included in the order given. A transaction that cannot be included is an error naming it (nothing is skipped).
 //! Transactions are taken in their canonical (block) encoding; a blob transaction's sidecar
 //! cannot travel in that form, so `blobsBundle` is always empty.
 
@@ -14,37 +12,18 @@ use std::sync::Arc;
 use alloy::{
     consensus::{
         transaction::{Recovered, SignerRecoverable},
-        Header, Transaction, TxEnvelope, EMPTY_OMMER_ROOT_HASH,
+        TxEnvelope,
     },
     eips::{eip2718::Decodable2718, eip4895::Withdrawal},
-    primitives::{Bytes, B256, U256},
-    rpc::types::engine::{ExecutionPayloadV3, PayloadAttributes},
+    primitives::{Bytes, B256},
+    rpc::types::engine::PayloadAttributes,
 };
 use alloy_hardforks::EthereumHardforks;
 use jsonrpsee::{types::ErrorObjectOwned, RpcModule};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::dev::assemble_on;
+use super::payload;
 use crate::{exec::BlockError, store::Store};
-
-/// The gas limit the builder moves toward (geth's default gas ceiling).
-pub const GAS_LIMIT_TARGET: u64 = 60_000_000;
-/// No block gas limit goes below this (the protocol's minimum).
-const MIN_GAS_LIMIT: u64 = 5000;
-
-/// The gas limit of a child of a block with `parent` limit, moved toward `target` by at most
-/// `parent / 1024 - 1` (the largest step the protocol's bound allows).
-pub fn next_gas_limit(parent: u64, target: u64) -> u64 {
-    let target = target.max(MIN_GAS_LIMIT);
-    let step = (parent / 1024).saturating_sub(1);
-    if parent < target {
-        (parent + step).min(target)
-    } else if parent > target {
-        parent.saturating_sub(step).max(target)
-    } else {
-        parent
-    }
-}
 
 fn invalid_params(msg: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-32602, msg.into(), None::<()>)
@@ -123,54 +102,18 @@ pub fn build_block(
         candidates.push(Recovered::new_unchecked(tx, signer));
     }
 
-    let header = Header {
-        parent_hash,
-        ommers_hash: EMPTY_OMMER_ROOT_HASH,
-        beneficiary: attributes.suggested_fee_recipient,
-        number: number + 1,
-        gas_limit: next_gas_limit(parent.gas_limit, GAS_LIMIT_TARGET),
-        timestamp,
-        extra_data,
-        mix_hash: attributes.prev_randao,
-        base_fee_per_gas: spec.next_base_fee(&parent),
-        withdrawals_root: withdrawals.as_ref().map(|_| B256::ZERO),
-        excess_blob_gas: spec.next_excess_blob_gas(&parent, timestamp),
-        blob_gas_used: cancun.then_some(0),
+    let attributes = PayloadAttributes {
+        withdrawals,
         parent_beacon_block_root: beacon_root,
-        ..Default::default()
+        ..attributes
     };
-    let (block, _changes) = assemble_on(store, &parent, header, withdrawals, &candidates, false)
+    let built = payload::build(store, &parent, &attributes, extra_data, &candidates, false)
         .map_err(|e| match e {
             BlockError::Store(e) => internal(&e),
             BlockError::Execution { source, .. } => server_error(source.to_string()),
             other => server_error(other.to_string()),
         })?;
-
-    // The fee recipient's reward: each transaction's priority fee on the gas it used.
-    let base_fee = block.header.base_fee_per_gas.unwrap_or_default();
-    let mut block_value = U256::ZERO;
-    let mut cumulative = 0u64;
-    for (tx, receipt) in block.body.transactions.iter().zip(&block.receipts) {
-        let used = receipt.cumulative_gas_used() - cumulative;
-        cumulative = receipt.cumulative_gas_used();
-        let tip = tx.effective_tip_per_gas(base_fee).unwrap_or_default();
-        block_value += U256::from(tip) * U256::from(used);
-    }
-    let hash = block.header.hash();
-    let consensus_block = alloy::consensus::Block {
-        header: block.header.inner().clone(),
-        body: block.body.clone(),
-    };
-    let payload = ExecutionPayloadV3::from_block_unchecked(hash, &consensus_block);
-    // Engine API form: only request types with data.
-    let requests: Vec<&Bytes> = block.requests.iter().filter(|r| r.len() > 1).collect();
-    Ok(json!({
-        "executionPayload": payload,
-        "blockValue": block_value,
-        "blobsBundle": {"commitments": [], "proofs": [], "blobs": []},
-        "executionRequests": requests,
-        "shouldOverrideBuilder": false,
-    }))
+    Ok(built.envelope_v3(true))
 }
 
 /// The most positional params `testing_buildBlockV1` reads.
@@ -194,22 +137,4 @@ pub fn rpc_module(store: Arc<Store>) -> anyhow::Result<RpcModule<Arc<Store>>> {
         )
     })?;
     Ok(module)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gas_limit_moves_toward_the_target_by_the_allowed_step() {
-        // 200M parent, 60M target: down by 200M/1024 - 1.
-        assert_eq!(next_gas_limit(200_000_000, 60_000_000), 199_804_689);
-        assert_eq!(next_gas_limit(30_000_000, 60_000_000), 30_029_295);
-        assert_eq!(next_gas_limit(60_000_000, 60_000_000), 60_000_000);
-        assert_eq!(next_gas_limit(59_999_000, 60_000_000), 60_000_000);
-        assert_eq!(next_gas_limit(60_001_000, 60_000_000), 60_000_000);
-        // A target under the protocol minimum counts as the minimum; the step still applies.
-        assert_eq!(next_gas_limit(6000, 0), 5996);
-        assert_eq!(next_gas_limit(5001, 0), 5000);
-    }
 }

@@ -1,0 +1,194 @@
+//! Payloads built for a validator through the Engine API: `engine_forkchoiceUpdatedV1..V3`
+//! with payload attributes builds a block on the new head from the pool's transactions and
+//! answers with its id; `engine_getPayloadV1..V5` hands the block out in the form of the fork
+//! it belongs to. The block is not stored: it joins the chain when the consensus client sends it
+//! back with `engine_newPayload`, like any other.
+//!
+//! The block is built once, when the attributes arrive, from what the pool holds then. Blob
+//! transactions are left out: the pool keeps them in block form, without the sidecars a
+//! proposer must publish.
+
+use std::{collections::VecDeque, sync::Arc, sync::Mutex};
+
+use alloy::{
+    consensus::{Header, Sealed},
+    primitives::{keccak256, Bytes, B64},
+    rpc::types::engine::{PayloadAttributes, PayloadId},
+};
+use jsonrpsee::types::ErrorObjectOwned;
+use serde_json::{json, Value};
+use simnode_api::TxPool;
+
+use super::payload::{self, BuiltPayload, PayloadFork};
+use crate::{pool::Pool, store::Store};
+
+/// Built payloads kept for `engine_getPayload`, newest last; older ones are forgotten (a
+/// consensus client asks for a payload within its slot).
+const KEPT_PAYLOADS: usize = 16;
+
+/// The extra data of the blocks the node builds.
+const EXTRA_DATA: &[u8] = b"simnode";
+
+fn unsupported_fork(what: impl std::fmt::Display) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(-38005, format!("Unsupported fork: {what}"), None::<()>)
+}
+
+fn invalid_attributes(what: impl std::fmt::Display) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        -38003,
+        format!("Invalid payload attributes: {what}"),
+        None::<()>,
+    )
+}
+
+/// The forks whose payloads version `version` of `engine_forkchoiceUpdated` builds.
+fn forkchoice_version_builds(version: u8, fork: PayloadFork) -> bool {
+    match version {
+        1 => fork == PayloadFork::Paris,
+        2 => matches!(fork, PayloadFork::Paris | PayloadFork::Shanghai),
+        3 => matches!(
+            fork,
+            PayloadFork::Cancun | PayloadFork::Prague | PayloadFork::Osaka
+        ),
+        _ => false,
+    }
+}
+
+/// Checks `attributes` for a build on `parent` through `engine_forkchoiceUpdatedV{version}`
+/// and gives the fork of the payload. A timestamp not after the parent's is -38003; a fork the
+/// method version does not build is -38005; fields that do not fit the fork (withdrawals from
+/// Shanghai on, the beacon root from Cancun on) are -32602 for V1 and V2 (the wrong version of
+/// the structure) and -38003 for V3, as the spec words each.
+pub fn check_attributes(
+    store: &Store,
+    version: u8,
+    parent: &Header,
+    attributes: &PayloadAttributes,
+) -> Result<PayloadFork, ErrorObjectOwned> {
+    let fork = PayloadFork::at(store.spec(), attributes.timestamp);
+    if !forkchoice_version_builds(version, fork) {
+        return Err(unsupported_fork(format!(
+            "engine_forkchoiceUpdatedV{version} does not build {fork:?} payloads (timestamp {})",
+            attributes.timestamp
+        )));
+    }
+    // `slotNumber` and `targetGasLimit` belong to later versions of the structure.
+    let fields_fit = attributes.withdrawals.is_some() == (fork >= PayloadFork::Shanghai)
+        && attributes.parent_beacon_block_root.is_some() == (fork >= PayloadFork::Cancun)
+        && attributes.slot_number.is_none()
+        && attributes.target_gas_limit.is_none();
+    if !fields_fit {
+        let what = format!(
+            "{fork:?} payload attributes need withdrawals {} and parentBeaconBlockRoot {}, and no later fork's fields",
+            if fork >= PayloadFork::Shanghai { "set" } else { "unset" },
+            if fork >= PayloadFork::Cancun { "set" } else { "unset" },
+        );
+        return Err(if version >= 3 {
+            invalid_attributes(what)
+        } else {
+            ErrorObjectOwned::owned(-32602, format!("Invalid params: {what}"), None::<()>)
+        });
+    }
+    if attributes.timestamp <= parent.timestamp {
+        return Err(invalid_attributes(format!(
+            "timestamp {} is not after the head's {}",
+            attributes.timestamp, parent.timestamp
+        )));
+    }
+    Ok(fork)
+}
+
+/// The id of a build: the same parent, attributes and method version give the same id, so a
+/// consensus client repeating its request gets the payload it already has.
+pub fn payload_id(
+    parent: &Sealed<Header>,
+    version: u8,
+    attributes: &PayloadAttributes,
+) -> PayloadId {
+    let mut preimage = parent.hash().to_vec();
+    preimage.push(version);
+    // Serializing the attributes covers every field, withdrawals included, in one fixed order.
+    preimage.extend(serde_json::to_vec(attributes).unwrap_or_default());
+    let hash = keccak256(preimage);
+    PayloadId(B64::from_slice(&hash[..8]))
+}
+
+/// Builds a block on `parent` from the pool (blob transactions aside), leaving out what cannot
+/// be included.
+pub fn build_from_pool(
+    store: &Store,
+    pool: &Pool,
+    parent: &Sealed<Header>,
+    attributes: &PayloadAttributes,
+) -> Result<BuiltPayload, ErrorObjectOwned> {
+    let candidates: Vec<_> = pool
+        .pending()
+        .into_iter()
+        .filter(|tx| !tx.inner().is_eip4844())
+        .collect();
+    payload::build(
+        store,
+        parent,
+        attributes,
+        Bytes::from_static(EXTRA_DATA),
+        &candidates,
+        true,
+    )
+    .map_err(|e| ErrorObjectOwned::owned(-32603, format!("building the payload: {e}"), None::<()>))
+}
+
+/// The payloads built so far (the newest [`KEPT_PAYLOADS`]).
+#[derive(Debug, Default)]
+pub struct PayloadJobs {
+    kept: Mutex<VecDeque<(PayloadId, Arc<BuiltPayload>)>>,
+}
+
+impl PayloadJobs {
+    pub fn contains(&self, id: PayloadId) -> bool {
+        self.lock().iter().any(|(kept, _)| *kept == id)
+    }
+
+    pub fn keep(&self, id: PayloadId, built: BuiltPayload) {
+        let mut kept = self.lock();
+        kept.retain(|(old, _)| *old != id);
+        if kept.len() == KEPT_PAYLOADS {
+            kept.pop_front();
+        }
+        kept.push_back((id, Arc::new(built)));
+    }
+
+    /// The answer of `engine_getPayloadV{version}` for `id`: -38001 for an id the node did not
+    /// give (or has forgotten), -38005 for a payload of a fork the version does not cover.
+    pub fn answer(&self, version: u8, id: PayloadId) -> Result<Value, ErrorObjectOwned> {
+        let built = self
+            .lock()
+            .iter()
+            .find(|(kept, _)| *kept == id)
+            .map(|(_, built)| built.clone())
+            .ok_or_else(|| ErrorObjectOwned::owned(-38001, "Unknown payload", None::<()>))?;
+        let fork = built.fork;
+        let fits = match version {
+            1 => fork == PayloadFork::Paris,
+            2 => matches!(fork, PayloadFork::Paris | PayloadFork::Shanghai),
+            3 => fork == PayloadFork::Cancun,
+            4 => fork == PayloadFork::Prague,
+            5 => fork == PayloadFork::Osaka,
+            _ => false,
+        };
+        if !fits {
+            return Err(unsupported_fork(format!(
+                "payload {id} is a {fork:?} payload, not one engine_getPayloadV{version} gives"
+            )));
+        }
+        Ok(match version {
+            1 => built.payload_v1_or_v2(),
+            2 => json!({"executionPayload": built.payload_v1_or_v2(), "blockValue": built.value}),
+            3 => built.envelope_v3(false),
+            _ => built.envelope_v3(true),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(PayloadId, Arc<BuiltPayload>)>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
