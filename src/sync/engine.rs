@@ -223,10 +223,35 @@ impl EngineApi {
         let id = payload_jobs::payload_id(&head, version, &attributes);
         if !self.jobs.contains(id) {
             let built = payload_jobs::build_from_pool(&self.store, &self.pool, &head, &attributes)?;
-            self.jobs.keep(id, built);
+            self.jobs.keep(id, head, attributes, built);
         }
         updated.payload_id = Some(id);
         Ok(updated)
+    }
+
+    /// `engine_getPayloadV{version}`: build `id` again first if its parent is still the head,
+    /// keeping the new block if it pays more (transactions came in since).
+    pub fn get_payload(
+        &self,
+        version: u8,
+        id: PayloadId,
+    ) -> Result<serde_json::Value, ErrorObjectOwned> {
+        let (parent, attributes, value) = self.jobs.request(version, id)?;
+        {
+            let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+            let head = self.store.head_header().map_err(internal)?;
+            if head.hash() == parent.hash() {
+                // A failed rebuild leaves the payload already built.
+                if let Ok(again) =
+                    payload_jobs::build_from_pool(&self.store, &self.pool, &parent, &attributes)
+                {
+                    if again.value > value {
+                        self.jobs.improve(id, again);
+                    }
+                }
+            }
+        }
+        self.jobs.answer(version, id)
     }
 
     /// Moves head, safe and finalized as `state` names them (the serial lock held).
@@ -481,9 +506,9 @@ impl EngineApi {
             (4, "engine_getPayloadV4"),
             (5, "engine_getPayloadV5"),
         ] {
-            m.register_method(name, move |params, api, _| {
+            m.register_blocking_method(name, move |params, api, _| {
                 let (id,): (PayloadId,) = params.parse()?;
-                api.jobs.answer(version, id)
+                api.get_payload(version, id)
             })?;
         }
         Ok(m)
@@ -786,23 +811,67 @@ mod reorg_tests {
         assert_eq!(again.payload_id, Some(id));
 
         // The dev chain is Osaka from genesis: V5 gives it, V3 and V4 refuse it.
-        assert_eq!(api.jobs.answer(3, id).unwrap_err().code(), -38005);
-        assert_eq!(api.jobs.answer(4, id).unwrap_err().code(), -38005);
+        assert_eq!(api.get_payload(3, id).unwrap_err().code(), -38005);
+        assert_eq!(api.get_payload(4, id).unwrap_err().code(), -38005);
         let unknown = PayloadId(alloy::primitives::B64::repeat_byte(1));
-        assert_eq!(api.jobs.answer(5, unknown).unwrap_err().code(), -38001);
-        let envelope = api.jobs.answer(5, id).unwrap();
+        assert_eq!(api.get_payload(5, unknown).unwrap_err().code(), -38001);
+        let first = api.jobs.answer(5, id).unwrap();
+        assert_eq!(
+            first["executionPayload"]["transactions"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        // A transaction arriving before the client asks for the payload makes it in; a blob
+        // transaction would not (no sidecar to publish), a plain one does.
+        let late = transfer(KEY1, 0, Y, 5);
+        pool.insert(late.clone()).unwrap();
+        let blob = {
+            let key = SigningKey::from_slice(&alloy::hex::decode(KEY1).unwrap()).unwrap();
+            let mut versioned = B256::repeat_byte(5);
+            versioned.0[0] = 1;
+            let tx = alloy::consensus::TxEip4844 {
+                chain_id: crate::chain::DEV_CHAIN_ID,
+                nonce: 1,
+                gas_limit: 21_000,
+                max_fee_per_gas: 100_000_000_000,
+                max_priority_fee_per_gas: 1_000_000_000,
+                to: Y,
+                blob_versioned_hashes: vec![versioned],
+                max_fee_per_blob_gas: 1_000_000_000,
+                ..Default::default()
+            };
+            let (sig, recid) = key
+                .sign_prehash_recoverable(tx.signature_hash().as_slice())
+                .unwrap();
+            let envelope = TxEnvelope::from(tx.into_signed(Signature::from((sig, recid))));
+            let signer =
+                alloy::consensus::transaction::SignerRecoverable::recover_signer(&envelope)
+                    .unwrap();
+            Recovered::new_unchecked(envelope, signer)
+        };
+        pool.insert(blob.clone()).unwrap();
+        let envelope = api.get_payload(5, id).unwrap();
         let payload: ExecutionPayloadV3 =
             serde_json::from_value(envelope["executionPayload"].clone()).unwrap();
         let inner = &payload.payload_inner.payload_inner;
-        assert_eq!(inner.transactions.len(), 1);
+        assert_eq!(inner.transactions.len(), 2);
         assert_eq!(inner.fee_recipient, fee_recipient);
         assert_eq!(inner.prev_randao, B256::repeat_byte(9));
         assert_eq!(inner.timestamp, head.timestamp + 12);
         assert_eq!(inner.extra_data.as_ref(), b"simnode");
         let base_fee = inner.base_fee_per_gas.to::<u128>();
-        let tip = tx.effective_tip_per_gas(base_fee as u64).unwrap();
+        let tip = tx.effective_tip_per_gas(base_fee as u64).unwrap()
+            + late.effective_tip_per_gas(base_fee as u64).unwrap();
         let value: U256 = serde_json::from_value(envelope["blockValue"].clone()).unwrap();
         assert_eq!(value, U256::from(tip * 21_000));
+        // Asked again with nothing new, the payload stays the same block.
+        let again = api.get_payload(5, id).unwrap();
+        assert_eq!(
+            again["executionPayload"]["blockHash"],
+            envelope["executionPayload"]["blockHash"]
+        );
         assert_eq!(envelope["blobsBundle"]["blobs"], serde_json::json!([]));
         assert!(envelope["executionRequests"].is_array());
 
@@ -825,7 +894,15 @@ mod reorg_tests {
         api.forkchoice_updated(to_it).unwrap();
         assert_eq!(node.head().latest, 1);
         assert!(tx_known(&node, *tx.inner().tx_hash()));
-        assert!(pool.is_empty(), "the included transaction left the pool");
+        assert!(tx_known(&node, *late.inner().tx_hash()));
+        assert!(!tx_known(&node, *blob.inner().tx_hash()));
+        assert_eq!(pool.len(), 1, "the blob transaction waits");
+        // Its parent is no longer the head: the payload is given as built, not built again.
+        let after = api.get_payload(5, id).unwrap();
+        assert_eq!(
+            after["executionPayload"]["blockHash"],
+            serde_json::json!(hash)
+        );
     }
 
     /// Attributes that do not fit: the forkchoice still moves, the answer is the spec's error.

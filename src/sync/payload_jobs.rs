@@ -4,15 +4,16 @@
 //! it belongs to. The block is not stored: it joins the chain when the consensus client sends it
 //! back with `engine_newPayload`, like any other.
 //!
-//! The block is built once, when the attributes arrive, from what the pool holds then. Blob
-//! transactions are left out: the pool keeps them in block form, without the sidecars a
-//! proposer must publish.
+//! The block is built when the attributes arrive, from what the pool holds then, and built again
+//! when the consensus client asks for it (if its parent is still the head): the richer of the
+//! two is kept, so transactions that came in meanwhile make it in. Blob transactions are left
+//! out: the pool keeps them in block form, without the sidecars a proposer must publish.
 
 use std::{collections::VecDeque, sync::Arc, sync::Mutex};
 
 use alloy::{
     consensus::{Header, Sealed},
-    primitives::{keccak256, Bytes, B64},
+    primitives::{keccak256, Bytes, B64, U256},
     rpc::types::engine::{PayloadAttributes, PayloadId},
 };
 use jsonrpsee::types::ErrorObjectOwned;
@@ -137,49 +138,96 @@ pub fn build_from_pool(
     .map_err(|e| ErrorObjectOwned::owned(-32603, format!("building the payload: {e}"), None::<()>))
 }
 
+/// One build: what it was asked for and the best block built for it so far.
+#[derive(Debug)]
+struct Job {
+    id: PayloadId,
+    parent: Sealed<Header>,
+    attributes: PayloadAttributes,
+    built: Arc<BuiltPayload>,
+}
+
 /// The payloads built so far (the newest [`KEPT_PAYLOADS`]).
 #[derive(Debug, Default)]
 pub struct PayloadJobs {
-    kept: Mutex<VecDeque<(PayloadId, Arc<BuiltPayload>)>>,
+    kept: Mutex<VecDeque<Job>>,
+}
+
+/// The forks whose payloads `engine_getPayloadV{version}` gives.
+fn get_payload_version_gives(version: u8, fork: PayloadFork) -> bool {
+    match version {
+        1 => fork == PayloadFork::Paris,
+        2 => matches!(fork, PayloadFork::Paris | PayloadFork::Shanghai),
+        3 => fork == PayloadFork::Cancun,
+        4 => fork == PayloadFork::Prague,
+        5 => fork == PayloadFork::Osaka,
+        _ => false,
+    }
 }
 
 impl PayloadJobs {
     pub fn contains(&self, id: PayloadId) -> bool {
-        self.lock().iter().any(|(kept, _)| *kept == id)
+        self.lock().iter().any(|job| job.id == id)
     }
 
-    pub fn keep(&self, id: PayloadId, built: BuiltPayload) {
+    pub fn keep(
+        &self,
+        id: PayloadId,
+        parent: Sealed<Header>,
+        attributes: PayloadAttributes,
+        built: BuiltPayload,
+    ) {
         let mut kept = self.lock();
-        kept.retain(|(old, _)| *old != id);
+        kept.retain(|job| job.id != id);
         if kept.len() == KEPT_PAYLOADS {
             kept.pop_front();
         }
-        kept.push_back((id, Arc::new(built)));
+        kept.push_back(Job {
+            id,
+            parent,
+            attributes,
+            built: Arc::new(built),
+        });
     }
 
-    /// The answer of `engine_getPayloadV{version}` for `id`: -38001 for an id the node did not
-    /// give (or has forgotten), -38005 for a payload of a fork the version does not cover.
-    pub fn answer(&self, version: u8, id: PayloadId) -> Result<Value, ErrorObjectOwned> {
-        let built = self
-            .lock()
+    /// What build `id` was asked for, once checked that `engine_getPayloadV{version}` may give
+    /// its payload: -38001 for an id the node did not give (or has forgotten), -38005 for a
+    /// payload of a fork the version does not cover.
+    pub fn request(
+        &self,
+        version: u8,
+        id: PayloadId,
+    ) -> Result<(Sealed<Header>, PayloadAttributes, U256), ErrorObjectOwned> {
+        let kept = self.lock();
+        let job = kept
             .iter()
-            .find(|(kept, _)| *kept == id)
-            .map(|(_, built)| built.clone())
+            .find(|job| job.id == id)
             .ok_or_else(|| ErrorObjectOwned::owned(-38001, "Unknown payload", None::<()>))?;
-        let fork = built.fork;
-        let fits = match version {
-            1 => fork == PayloadFork::Paris,
-            2 => matches!(fork, PayloadFork::Paris | PayloadFork::Shanghai),
-            3 => fork == PayloadFork::Cancun,
-            4 => fork == PayloadFork::Prague,
-            5 => fork == PayloadFork::Osaka,
-            _ => false,
-        };
-        if !fits {
+        let fork = job.built.fork;
+        if !get_payload_version_gives(version, fork) {
             return Err(unsupported_fork(format!(
                 "payload {id} is a {fork:?} payload, not one engine_getPayloadV{version} gives"
             )));
         }
+        Ok((job.parent.clone(), job.attributes.clone(), job.built.value))
+    }
+
+    /// Keeps `built` for build `id` in place of the block it had.
+    pub fn improve(&self, id: PayloadId, built: BuiltPayload) {
+        if let Some(job) = self.lock().iter_mut().find(|job| job.id == id) {
+            job.built = Arc::new(built);
+        }
+    }
+
+    /// The answer of `engine_getPayloadV{version}` for `id` (checked by [`Self::request`]).
+    pub fn answer(&self, version: u8, id: PayloadId) -> Result<Value, ErrorObjectOwned> {
+        self.request(version, id)?;
+        let built = self
+            .lock()
+            .iter()
+            .find(|job| job.id == id)
+            .map(|job| job.built.clone())
+            .ok_or_else(|| ErrorObjectOwned::owned(-38001, "Unknown payload", None::<()>))?;
         Ok(match version {
             1 => built.payload_v1_or_v2(),
             2 => json!({"executionPayload": built.payload_v1_or_v2(), "blockValue": built.value}),
@@ -188,7 +236,7 @@ impl PayloadJobs {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(PayloadId, Arc<BuiltPayload>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Job>> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
