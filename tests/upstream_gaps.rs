@@ -502,3 +502,85 @@ fn trace_call_at_a_transactions_position_traces_like_the_transaction() {
         "a position past the block's transactions: {r}"
     );
 }
+
+/// geth's callTracer numbers each log (`index`) by its place among the block's logs, as the
+/// receipt's `logIndex` (upstream debug_traceTransaction/calltracer-with-log-index.io, recorded
+/// on a later chain). Every log of every transaction of this chain, traced by block and alone,
+/// sorted by `index`, is its receipt's log with the same number.
+#[test]
+fn call_tracer_logs_carry_their_block_log_index() {
+    let node = Node::execution_apis(&[]);
+    fn trace_logs(frame: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
+        if let Some(logs) = frame["logs"].as_array() {
+            out.extend(logs.iter().cloned());
+        }
+        if let Some(calls) = frame["calls"].as_array() {
+            for call in calls {
+                trace_logs(call, out);
+            }
+        }
+    }
+    let sorted = |frame: &serde_json::Value| {
+        let mut logs = Vec::new();
+        trace_logs(frame, &mut logs);
+        logs.sort_by_key(|l| {
+            l["index"]
+                .as_str()
+                .and_then(|i| u64::from_str_radix(i.trim_start_matches("0x"), 16).ok())
+        });
+        logs.into_iter()
+            .map(|l| {
+                (
+                    l["address"].clone(),
+                    l["topics"].clone(),
+                    l["data"].clone(),
+                    l["index"].clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let with_log = json!({"tracer": "callTracer", "tracerConfig": {"withLog": true}});
+    let mut checked = 0;
+    for number in 1..=54u64 {
+        let block = format!("{number:#x}");
+        let receipts = node.call("eth_getBlockReceipts", json!([block]));
+        let receipts = receipts["result"].as_array().cloned().unwrap_or_default();
+        if !receipts
+            .iter()
+            .any(|r| !r["logs"].as_array().unwrap().is_empty())
+        {
+            continue;
+        }
+        let traces = node.call("debug_traceBlockByNumber", json!([block, with_log]));
+        let traces = traces["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{traces}"))
+            .clone();
+        assert_eq!(traces.len(), receipts.len());
+        for (receipt, traced) in receipts.iter().zip(&traces) {
+            let expected: Vec<_> = receipt["logs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| {
+                    (
+                        l["address"].clone(),
+                        l["topics"].clone(),
+                        l["data"].clone(),
+                        l["logIndex"].clone(),
+                    )
+                })
+                .collect();
+            assert_eq!(sorted(&traced["result"]), expected, "block {number}");
+            if !expected.is_empty() {
+                let alone = node.call(
+                    "debug_traceTransaction",
+                    json!([receipt["transactionHash"], with_log]),
+                );
+                assert_eq!(sorted(&alone["result"]), expected, "block {number} alone");
+                checked += expected.len();
+            }
+        }
+    }
+    assert!(checked > 10, "the chain has logs to check ({checked})");
+}

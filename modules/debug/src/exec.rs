@@ -19,7 +19,8 @@ use alloy::{
     primitives::U256,
     rpc::types::{
         trace::geth::{
-            GethDebugTracingCallOptions, GethDebugTracingOptions, GethTrace, StructLog, TraceResult,
+            CallFrame, CallLogFrame, GethDebugTracingCallOptions, GethDebugTracingOptions,
+            GethTrace, StructLog, TraceResult,
         },
         Bundle, TransactionRequest,
     },
@@ -84,6 +85,16 @@ pub(crate) fn trace_block(
         replay::state_before_tx(ctx, block, first, budget.deadline, || budget.timed_out())?;
 
     let last = only.unwrap_or(block.body.transactions.len().saturating_sub(1));
+    // The block's logs before the first traced transaction, from the receipts of the ones that
+    // ran untraced: callTracer numbers logs within the block.
+    let mut logs_before: u64 = match ctx.chain.receipts(block.number())? {
+        Some(receipts) => receipts
+            .iter()
+            .take(first)
+            .map(|r| r.logs().len() as u64)
+            .sum(),
+        None => 0,
+    };
     let mut bytes = 0usize;
     let mut results = Vec::new();
     for (index, (tx, sender)) in block
@@ -126,6 +137,8 @@ pub(crate) fn trace_block(
         if let GethTrace::Default(frame) = &mut trace {
             omit_empty(&mut frame.struct_logs);
         }
+        number_logs_from(&mut trace, logs_before);
+        logs_before += res.result.logs().len() as u64;
         db.commit(res.state);
         results.push(TraceResult::Success {
             result: trace,
@@ -227,6 +240,8 @@ fn trace_one(
     if let GethTrace::Default(frame) = &mut trace {
         omit_empty(&mut frame.struct_logs);
     }
+    // A call's logs are numbered from 0, as on geth's fresh state for it.
+    number_logs_from(&mut trace, 0);
     Ok(Traced {
         trace,
         state: res.state,
@@ -289,6 +304,35 @@ pub(crate) fn trace_call_many(
 
 /// geth's struct logger leaves out what is empty (`omitempty`): a zero refund counter, empty
 /// memory, storage and return data. The stack stays, empty or not, unless it is disabled.
+/// geth numbers a callTracer log (`index`) by its place among the block's logs, the receipt's
+/// `logIndex`; revm-inspectors counts from the transaction's first log, logs of reverted frames
+/// included. The logs a trace shows are the ones that survived, so in order of emission they
+/// are the receipt's logs in order: the `n`th of them is log `first + n` of the block.
+fn number_logs_from(trace: &mut GethTrace, first: u64) {
+    fn collect<'a>(frame: &'a mut CallFrame, out: &mut Vec<&'a mut CallLogFrame>) {
+        out.extend(frame.logs.iter_mut());
+        for call in &mut frame.calls {
+            collect(call, out);
+        }
+    }
+    match trace {
+        GethTrace::CallTracer(frame) => {
+            let mut logs = Vec::new();
+            collect(frame, &mut logs);
+            logs.sort_by_key(|log| log.index.unwrap_or(u64::MAX));
+            for (n, log) in logs.into_iter().enumerate() {
+                log.index = Some(first + n as u64);
+            }
+        }
+        GethTrace::MuxTracer(mux) => {
+            for inner in mux.0.values_mut() {
+                number_logs_from(inner, first);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn omit_empty(logs: &mut [StructLog]) {
     for log in logs {
         if log.refund_counter == Some(0) {

@@ -7,6 +7,8 @@
 //!   logger (`disableStorage`, `disableStack`, `enableMemory`, `enableReturnData`, `limit`),
 //!   `callTracer` (`onlyTopCall`, `withLog`), `prestateTracer` (`diffMode`), `4byteTracer`,
 //!   `noopTracer`, `flatCallTracer`, `muxTracer`, all from revm-inspectors' `DebugInspector`.
+//!   callTracer logs carry their `index` among the block's logs (the receipt's `logIndex`), as
+//!   geth gives them.
 //!
 //! - `debug_traceCall`, `debug_traceCallMany`: transaction requests traced as eth_call /
 //!   eth_callMany run them.
