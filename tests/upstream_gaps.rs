@@ -578,6 +578,17 @@ fn call_tracer_logs_carry_their_block_log_index() {
                     json!([receipt["transactionHash"], with_log]),
                 );
                 assert_eq!(sorted(&alone["result"]), expected, "block {number} alone");
+                // With onlyTopCall the top frame's logs keep their numbers, whatever nested
+                // logs before them go unreported.
+                let top = node.call(
+                    "debug_traceTransaction",
+                    json!([receipt["transactionHash"], {"tracer": "callTracer",
+                        "tracerConfig": {"withLog": true, "onlyTopCall": true}}]),
+                );
+                assert_eq!(
+                    top["result"]["logs"], alone["result"]["logs"],
+                    "block {number} top"
+                );
                 checked += expected.len();
             }
         }

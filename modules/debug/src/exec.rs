@@ -13,7 +13,7 @@
 //! what the tracer's own byte budget does not see (one struct log per opcode, one frame per
 //! call) against `RpcLimits::max_vm_trace_bytes`, shared by all transactions of a request.
 
-use std::time::Instant;
+use std::{collections::HashMap, time::Instant};
 
 use alloy::{
     primitives::U256,
@@ -131,13 +131,14 @@ pub(crate) fn trace_block(
             .with_block_hash(block.hash())
             .with_tx_index(index)
             .with_tx_hash(tx_hash);
+        let numbers = kept_log_numbers(&inspector);
         let mut trace: GethTrace = inspector
             .get_result(Some(context), &tx_env, &env.block_env, &res, &mut &db)
             .map_err(|err| RpcError::Internal(format!("building the trace: {err}")))?;
         if let GethTrace::Default(frame) = &mut trace {
             omit_empty(&mut frame.struct_logs);
         }
-        number_logs_from(&mut trace, logs_before);
+        number_logs_from(&mut trace, logs_before, numbers.as_ref());
         logs_before += res.result.logs().len() as u64;
         db.commit(res.state);
         results.push(TraceResult::Success {
@@ -234,6 +235,7 @@ fn trace_one(
     if bytes > budget.max_bytes {
         return Err(budget.too_large());
     }
+    let numbers = kept_log_numbers(&inspector);
     let mut trace = inspector
         .get_result(None, &tx, &env.block_env, &res, &mut &*db)
         .map_err(|err| RpcError::Internal(format!("building the trace: {err}")))?;
@@ -241,7 +243,7 @@ fn trace_one(
         omit_empty(&mut frame.struct_logs);
     }
     // A call's logs are numbered from 0, as on geth's fresh state for it.
-    number_logs_from(&mut trace, 0);
+    number_logs_from(&mut trace, 0, numbers.as_ref());
     Ok(Traced {
         trace,
         state: res.state,
@@ -304,11 +306,39 @@ pub(crate) fn trace_call_many(
 
 /// geth's struct logger leaves out what is empty (`omitempty`): a zero refund counter, empty
 /// memory, storage and return data. The stack stays, empty or not, unless it is disabled.
+/// For a callTracer, each recorded log's number among the logs the transaction keeps (its
+/// receipt's logs), by revm-inspectors' count of emitted logs, which also counts logs of
+/// frames that reverted. Read from the whole call tree, so that a log keeps its number when
+/// `onlyTopCall` hides the nested logs before it.
+fn kept_log_numbers(inspector: &DebugInspector) -> Option<HashMap<u64, u64>> {
+    let DebugInspector::CallTracer(tracer, _) = inspector else {
+        return None;
+    };
+    let nodes = tracer.traces().nodes();
+    // A frame's logs are kept when it and every frame above it succeeded; a parent comes
+    // before its children in the arena.
+    let mut kept = vec![false; nodes.len()];
+    let mut emitted: Vec<(u64, bool)> = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        kept[i] = !node.trace.is_error() && node.parent.is_none_or(|p| kept.get(p) == Some(&true));
+        emitted.extend(node.logs.iter().map(|log| (log.index, kept[i])));
+    }
+    emitted.sort_unstable();
+    Some(
+        emitted
+            .into_iter()
+            .filter(|(_, kept)| *kept)
+            .enumerate()
+            .map(|(n, (index, _))| (index, n as u64))
+            .collect(),
+    )
+}
+
 /// geth numbers a callTracer log (`index`) by its place among the block's logs, the receipt's
-/// `logIndex`; revm-inspectors counts from the transaction's first log, logs of reverted frames
-/// included. The logs a trace shows are the ones that survived, so in order of emission they
-/// are the receipt's logs in order: the `n`th of them is log `first + n` of the block.
-fn number_logs_from(trace: &mut GethTrace, first: u64) {
+/// `logIndex`: log `first + n` for the transaction's `n`th kept log. `numbers` maps
+/// revm-inspectors' emission count to `n` ([`kept_log_numbers`]); without it (a callTracer
+/// inside muxTracer) the logs shown are taken to be all the kept ones, in emission order.
+fn number_logs_from(trace: &mut GethTrace, first: u64, numbers: Option<&HashMap<u64, u64>>) {
     fn collect<'a>(frame: &'a mut CallFrame, out: &mut Vec<&'a mut CallLogFrame>) {
         out.extend(frame.logs.iter_mut());
         for call in &mut frame.calls {
@@ -320,13 +350,19 @@ fn number_logs_from(trace: &mut GethTrace, first: u64) {
             let mut logs = Vec::new();
             collect(frame, &mut logs);
             logs.sort_by_key(|log| log.index.unwrap_or(u64::MAX));
-            for (n, log) in logs.into_iter().enumerate() {
-                log.index = Some(first + n as u64);
+            for (rank, log) in logs.into_iter().enumerate() {
+                let n = match (numbers, log.index) {
+                    (Some(numbers), Some(emitted)) => {
+                        numbers.get(&emitted).copied().unwrap_or(rank as u64)
+                    }
+                    _ => rank as u64,
+                };
+                log.index = Some(first + n);
             }
         }
         GethTrace::MuxTracer(mux) => {
             for inner in mux.0.values_mut() {
-                number_logs_from(inner, first);
+                number_logs_from(inner, first, None);
             }
         }
         _ => {}
