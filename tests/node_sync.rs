@@ -785,8 +785,15 @@ fn engine_api_builds_a_payload_a_consensus_client_can_propose() {
     assert_eq!(r["result"]["payloadStatus"]["status"], "VALID", "{r}");
     let id = r["result"]["payloadId"].clone();
     assert!(id.is_string(), "{r}");
-    // The same fields through V2 are not its fork.
+    // Through V2: the beacon root is not in its structure; without it, Osaka is not its fork.
     let r2 = engine("engine_forkchoiceUpdatedV2", json!([state, attributes]));
+    assert_eq!(r2["error"]["code"], -38003, "{r2}");
+    let mut v2_shaped = attributes.clone();
+    v2_shaped
+        .as_object_mut()
+        .expect("object")
+        .remove("parentBeaconBlockRoot");
+    let r2 = engine("engine_forkchoiceUpdatedV2", json!([state, v2_shaped]));
     assert_eq!(r2["error"]["code"], -38005, "{r2}");
 
     let r = engine("engine_getPayloadV4", json!([id]));

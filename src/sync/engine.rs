@@ -947,6 +947,9 @@ mod reorg_tests {
         // An Osaka timestamp through V1 or V2: not their fork.
         assert_eq!(code(2, v2_shape.clone()), -38005);
         assert_eq!(code(1, v2_shape), -38005);
+        // A beacon root is not a field of V1 or V2 attributes: the wrong structure.
+        assert_eq!(code(2, good.clone()), -38003);
+        assert_eq!(code(1, good.clone()), -32602);
         // Fields of later forks' attributes.
         let amsterdam_shape = PayloadAttributes {
             slot_number: Some(7),

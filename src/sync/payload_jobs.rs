@@ -56,16 +56,41 @@ fn forkchoice_version_builds(version: u8, fork: PayloadFork) -> bool {
 }
 
 /// Checks `attributes` for a build on `parent` through `engine_forkchoiceUpdatedV{version}`
-/// and gives the fork of the payload. A timestamp not after the parent's is -38003; a fork the
-/// method version does not build is -38005; fields that do not fit the fork (withdrawals from
-/// Shanghai on, the beacon root from Cancun on) are -32602 for V1 and V2 (the wrong version of
-/// the structure) and -38003 for V3, as the spec words each.
+/// and gives the fork of the payload, in the spec's order. First the structure: V3's has
+/// withdrawals and the beacon root, V1's and V2's no beacon root, none a later version's fields.
+/// Then the fork the method version builds (V1 Paris, V2 Paris and Shanghai, V3 Cancun to Osaka;
+/// -38005), then withdrawals against the fork (from Shanghai on), then the timestamp, which must
+/// be after the parent's. A wrong structure is -38003 for V2 and V3, as the spec words it, and
+/// -32602 for V1, which the spec leaves open (geth's code).
 pub fn check_attributes(
     store: &Store,
     version: u8,
     parent: &Header,
     attributes: &PayloadAttributes,
 ) -> Result<PayloadFork, ErrorObjectOwned> {
+    let wrong_structure = |what: String| {
+        if version == 1 {
+            ErrorObjectOwned::owned(-32602, format!("Invalid params: {what}"), None::<()>)
+        } else {
+            invalid_attributes(what)
+        }
+    };
+    // `slotNumber` and `targetGasLimit` belong to later versions of the structure.
+    let later_fields = attributes.slot_number.is_some() || attributes.target_gas_limit.is_some();
+    if version >= 3 {
+        if attributes.withdrawals.is_none()
+            || attributes.parent_beacon_block_root.is_none()
+            || later_fields
+        {
+            return Err(invalid_attributes(
+                "PayloadAttributesV3 has withdrawals and parentBeaconBlockRoot, and no later fields",
+            ));
+        }
+    } else if attributes.parent_beacon_block_root.is_some() || later_fields {
+        return Err(wrong_structure(format!(
+            "PayloadAttributesV{version} has no parentBeaconBlockRoot or later fields"
+        )));
+    }
     let fork = PayloadFork::at(store.spec(), attributes.timestamp);
     if !forkchoice_version_builds(version, fork) {
         return Err(unsupported_fork(format!(
@@ -73,22 +98,15 @@ pub fn check_attributes(
             attributes.timestamp
         )));
     }
-    // `slotNumber` and `targetGasLimit` belong to later versions of the structure.
-    let fields_fit = attributes.withdrawals.is_some() == (fork >= PayloadFork::Shanghai)
-        && attributes.parent_beacon_block_root.is_some() == (fork >= PayloadFork::Cancun)
-        && attributes.slot_number.is_none()
-        && attributes.target_gas_limit.is_none();
-    if !fields_fit {
-        let what = format!(
-            "{fork:?} payload attributes need withdrawals {} and parentBeaconBlockRoot {}, and no later fork's fields",
-            if fork >= PayloadFork::Shanghai { "set" } else { "unset" },
-            if fork >= PayloadFork::Cancun { "set" } else { "unset" },
-        );
-        return Err(if version >= 3 {
-            invalid_attributes(what)
-        } else {
-            ErrorObjectOwned::owned(-32602, format!("Invalid params: {what}"), None::<()>)
-        });
+    if attributes.withdrawals.is_some() != (fork >= PayloadFork::Shanghai) {
+        return Err(wrong_structure(format!(
+            "{fork:?} payload attributes {} withdrawals",
+            if fork >= PayloadFork::Shanghai {
+                "need"
+            } else {
+                "cannot have"
+            }
+        )));
     }
     if attributes.timestamp <= parent.timestamp {
         return Err(invalid_attributes(format!(
