@@ -675,12 +675,7 @@ fn engine_api_serves_payload_bodies_client_version_and_eth_methods() {
     use alloy::eips::eip2718::Encodable2718;
 
     let node = Node::execution_apis(&[]);
-    let engine = |method: &str, params: Value| -> Value {
-        let req = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params});
-        let (status, body) = node.engine_raw(&req.to_string());
-        assert_eq!(status, 200, "{method}: {body}");
-        serde_json::from_str(&body).expect("json")
-    };
+    let engine = |method: &str, params: Value| node.engine_call(method, params);
     let blocks = chain_blocks();
     let expected = |block: &Block<TxEnvelope>| -> Value {
         let txs: Vec<String> = block
@@ -765,12 +760,7 @@ fn engine_api_serves_payload_bodies_client_version_and_eth_methods() {
 #[test]
 fn engine_api_builds_a_payload_a_consensus_client_can_propose() {
     let node = Node::execution_apis(&[]);
-    let engine = |method: &str, params: Value| -> Value {
-        let req = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params});
-        let (status, body) = node.engine_raw(&req.to_string());
-        assert_eq!(status, 200, "{method}: {body}");
-        serde_json::from_str(&body).expect("json")
-    };
+    let engine = |method: &str, params: Value| node.engine_call(method, params);
     let state =
         json!({"headBlockHash": HEAD_54, "safeBlockHash": HEAD_54, "finalizedBlockHash": HEAD_54});
     let beacon_root = format!("0x{}", "11".repeat(32));

@@ -627,6 +627,15 @@ mod reorg_tests {
             value: U256::from(value),
             ..Default::default()
         };
+        signed(&key, tx)
+    }
+
+    /// `tx` signed with `key`, with its sender.
+    fn signed<T>(key: &SigningKey, tx: T) -> Recovered<TxEnvelope>
+    where
+        T: SignableTransaction<Signature>,
+        TxEnvelope: From<alloy::consensus::Signed<T>>,
+    {
         let (sig, recid) = key
             .sign_prehash_recoverable(tx.signature_hash().as_slice())
             .unwrap();
@@ -842,14 +851,7 @@ mod reorg_tests {
                 max_fee_per_blob_gas: 1_000_000_000,
                 ..Default::default()
             };
-            let (sig, recid) = key
-                .sign_prehash_recoverable(tx.signature_hash().as_slice())
-                .unwrap();
-            let envelope = TxEnvelope::from(tx.into_signed(Signature::from((sig, recid))));
-            let signer =
-                alloy::consensus::transaction::SignerRecoverable::recover_signer(&envelope)
-                    .unwrap();
-            Recovered::new_unchecked(envelope, signer)
+            signed(&key, tx)
         };
         pool.insert(blob.clone()).unwrap();
         let envelope = api.get_payload(5, id).unwrap();

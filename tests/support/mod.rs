@@ -391,6 +391,16 @@ impl Node {
             .unwrap_or_else(|e| panic!("{method}: HTTP {status}, not JSON ({e}): {text}"))
     }
 
+    /// Calls `method` on the Engine API (authenticated) and returns the JSON answer.
+    pub fn engine_call(&self, method: &str, params: Value) -> Value {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let (status, text) = self.engine_raw(&body);
+        assert_eq!(status, 200, "{method}: {text}");
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{method}: HTTP {status}, not JSON ({e}): {text}"))
+    }
+
     /// Calls `method` and returns its `result`, panicking on an error answer.
     pub fn result(&self, method: &str, params: Value) -> Value {
         let v = self.call(method, params);
