@@ -509,7 +509,8 @@ fn trace_call_at_a_transactions_position_traces_like_the_transaction() {
 /// sorted by `index`, is its receipt's log with the same number.
 #[test]
 fn call_tracer_logs_carry_their_block_log_index() {
-    let node = Node::execution_apis(&[]);
+    // Three traces per transaction with logs: past the default per-key rate.
+    let node = Node::execution_apis(&["--rpc.rate-limit", "0"]);
     fn trace_logs(frame: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
         if let Some(logs) = frame["logs"].as_array() {
             out.extend(logs.iter().cloned());
