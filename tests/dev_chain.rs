@@ -590,3 +590,101 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
     }
     assert_eq!(node.result("evm_revert", json!(["0x99"])), json!(false));
 }
+
+/// A blob transaction sent in its network form (with blobs, commitments and cell proofs) is
+/// mined as the transaction alone: its raw bytes hash to its hash, as any client computes the
+/// block's transactions root over them. A sidecar that does not belong to the transaction is
+/// refused.
+#[test]
+fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
+    use alloy::{
+        consensus::{
+            SignableTransaction, TxEip4844, TxEip4844Variant, TxEip4844WithSidecar, TxEnvelope,
+        },
+        eips::{
+            eip4844::{kzg_to_versioned_hash, Blob},
+            eip7594::{
+                BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB,
+            },
+            Encodable2718,
+        },
+        primitives::{keccak256, FixedBytes, B256},
+    };
+    let node = Node::start(TempDir::new("dev-blob"), Path::new("dev"), &["--dev"]);
+    // The all-zero blob: its commitment and every cell proof are the point at infinity
+    // (compressed 0xc0 then zeros), a valid sidecar without a KZG library.
+    let mut point = [0u8; 48];
+    point[0] = 0xc0;
+    let infinity = FixedBytes::<48>::from(point);
+    let network_form = |nonce: u64, versioned: B256, proofs: usize| {
+        let tx = TxEip4844 {
+            chain_id: 1337,
+            nonce,
+            gas_limit: 21_000,
+            max_fee_per_gas: 10_000_000_000,
+            max_priority_fee_per_gas: 1_000_000_000,
+            to: address!("000000000000000000000000000000000000b10b"),
+            value: U256::from(1u64),
+            blob_versioned_hashes: vec![versioned],
+            max_fee_per_blob_gas: 10_000_000_000,
+            ..Default::default()
+        };
+        let sidecar = BlobTransactionSidecarEip7594 {
+            blobs: vec![Blob::ZERO],
+            commitments: vec![infinity],
+            cell_proofs: vec![infinity; proofs],
+        };
+        let variant = TxEip4844Variant::TxEip4844WithSidecar(TxEip4844WithSidecar {
+            tx,
+            sidecar: BlobTransactionSidecarVariant::Eip7594(sidecar),
+        });
+        let sig = support::dev_key_signature(variant.signature_hash());
+        let envelope = TxEnvelope::Eip4844(variant.into_signed(sig));
+        format!("0x{}", alloy::hex::encode(envelope.encoded_2718()))
+    };
+    let versioned = kzg_to_versioned_hash(infinity.as_slice());
+
+    let raw = network_form(0, versioned, CELLS_PER_EXT_BLOB);
+    assert!(raw.len() > 2 * 131_072, "the sidecar travels with it");
+    let hash = node.result("eth_sendRawTransaction", json!([raw]));
+    let receipt = wait_for(&node, "the blob transaction's receipt", |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([hash]));
+        (!r.is_null()).then_some(r)
+    });
+    assert_eq!(receipt["status"], "0x1", "{receipt}");
+    assert_eq!(receipt["blobGasUsed"], "0x20000", "{receipt}");
+    let mined = node.result("eth_getRawTransactionByHash", json!([hash]));
+    let mined = alloy::hex::decode(mined.as_str().expect("hex")).expect("hex");
+    assert!(mined.len() < 1_000, "mined without its sidecar");
+    assert_eq!(json!(keccak256(&mined)), hash);
+    let tx = node.result("eth_getTransactionByHash", json!([hash]));
+    assert_eq!(tx["blobVersionedHashes"], json!([versioned]), "{tx}");
+
+    // Sidecars that do not belong to their transaction.
+    let mut other = versioned;
+    other.0[31] ^= 1;
+    let r = node.call(
+        "eth_sendRawTransaction",
+        json!([network_form(1, other, CELLS_PER_EXT_BLOB)]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("mismatches"),
+        "{r}"
+    );
+    let r = node.call(
+        "eth_sendRawTransaction",
+        json!([network_form(1, versioned, 1)]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("proofs"),
+        "{r}"
+    );
+}

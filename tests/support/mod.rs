@@ -567,16 +567,21 @@ pub const DEV_KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae78
 pub fn sign_with_dev_key(tx: alloy::consensus::TxEip1559) -> String {
     use alloy::consensus::SignableTransaction;
     use alloy::eips::Encodable2718;
+    let sig = dev_key_signature(tx.signature_hash());
+    let envelope = alloy::consensus::TxEnvelope::from(tx.into_signed(sig));
+    format!("0x{}", hex_encode(&envelope.encoded_2718()))
+}
+
+/// [`DEV_KEY0`]'s signature of a transaction's signature hash.
+pub fn dev_key_signature(hash: alloy::primitives::B256) -> alloy::primitives::Signature {
     let key = k256::ecdsa::SigningKey::from_slice(
         &alloy::primitives::hex::decode(DEV_KEY0).expect("hex key"),
     )
     .expect("a valid key");
     let (sig, recid) = key
-        .sign_prehash_recoverable(tx.signature_hash().as_slice())
+        .sign_prehash_recoverable(hash.as_slice())
         .expect("signing");
-    let signed = tx.into_signed(alloy::primitives::Signature::from((sig, recid)));
-    let envelope = alloy::consensus::TxEnvelope::from(signed);
-    format!("0x{}", hex_encode(&envelope.encoded_2718()))
+    alloy::primitives::Signature::from((sig, recid))
 }
 
 /// An Engine API token: HS256 over `{"iat": now}`.

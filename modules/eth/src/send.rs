@@ -2,7 +2,10 @@
 //! messages, and hand the transaction to the pool.
 
 use alloy::{
-    consensus::{transaction::SignerRecoverable, Transaction as _, TxEnvelope},
+    consensus::{
+        transaction::SignerRecoverable, Signed, Transaction as _, TxEip4844Variant, TxEnvelope,
+    },
+    eips::eip7594::{BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB},
     primitives::{B256, U256},
 };
 use revm::DatabaseRef;
@@ -48,6 +51,7 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     if raw.len() > limit {
         return Err(RpcError::Server("oversized data".into()));
     }
+    let tx = without_sidecar(tx)?;
     if let Some(chain_id) = tx.chain_id() {
         if chain_id != ctx.spec.chain_id {
             return Err(RpcError::Server(format!(
@@ -106,6 +110,62 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
         .insert(alloy::consensus::transaction::Recovered::new_unchecked(
             tx, sender,
         ))
+}
+
+/// The transaction a block carries for `tx`. A blob transaction sent in its network form
+/// brings its sidecar (blobs, commitments, proofs); its hash is that of the transaction alone,
+/// and so are its encoding in a block and the block's transactions root. The pool keeps the
+/// transaction alone: with the sidecar, a block built from it would encode the blobs too.
+/// The sidecar must belong to the transaction, as geth checks: one blob and commitment per
+/// versioned hash, each commitment hashing to its versioned hash, and as many proofs as the
+/// sidecar's version asks (one per blob, or one per cell since EIP-7594). The KZG proofs
+/// themselves are not verified (no KZG library in the node).
+fn without_sidecar(tx: TxEnvelope) -> RpcResult<TxEnvelope> {
+    let TxEnvelope::Eip4844(signed) = tx else {
+        return Ok(tx);
+    };
+    let (variant, signature, hash) = signed.into_parts();
+    let tx = match variant {
+        TxEip4844Variant::TxEip4844(tx) => tx,
+        TxEip4844Variant::TxEip4844WithSidecar(with) => {
+            let (tx, sidecar) = (with.tx, with.sidecar);
+            let hashes = &tx.blob_versioned_hashes;
+            let commitments = sidecar.commitments();
+            if sidecar.blobs().len() != hashes.len() || commitments.len() != hashes.len() {
+                return Err(RpcError::Server(format!(
+                    "invalid number of {} blobs and {} commitments compared to {} blob hashes",
+                    sidecar.blobs().len(),
+                    commitments.len(),
+                    hashes.len()
+                )));
+            }
+            let (proofs, per_blob) = match &sidecar {
+                BlobTransactionSidecarVariant::Eip4844(s) => (s.proofs.len(), 1),
+                BlobTransactionSidecarVariant::Eip7594(s) => {
+                    (s.cell_proofs.len(), CELLS_PER_EXT_BLOB)
+                }
+            };
+            if proofs != hashes.len() * per_blob {
+                return Err(RpcError::Server(format!(
+                    "invalid number of {proofs} blob proofs for {} blobs",
+                    hashes.len()
+                )));
+            }
+            for (index, (computed, want)) in sidecar.versioned_hashes().zip(hashes).enumerate() {
+                if computed != *want {
+                    return Err(RpcError::Server(format!(
+                        "blob {index}: computed hash {computed} mismatches transaction one {want}"
+                    )));
+                }
+            }
+            tx
+        }
+    };
+    Ok(TxEnvelope::Eip4844(Signed::new_unchecked(
+        TxEip4844Variant::TxEip4844(tx),
+        signature,
+        hash,
+    )))
 }
 
 /// Intrinsic gas: base cost, calldata, creation, access list and authorizations.
