@@ -64,7 +64,7 @@ fn mutated_fixture_requests_get_answers() {
     ]);
     let requests = seed_requests();
     assert!(requests.len() > 100, "fixtures found: {}", requests.len());
-    mutate_and_check(&node, &requests, seed, count);
+    mutate_and_check(&node, &requests, seed, count, &|b| node.try_rpc_raw(b));
     assert_eq!(
         node.result("eth_blockNumber", json!([])),
         "0x36",
@@ -135,7 +135,7 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
     .enumerate()
     .map(|(id, (method, params))| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
     .collect();
-    mutate_and_check(&node, &requests, seed, count);
+    mutate_and_check(&node, &requests, seed, count, &|b| node.try_rpc_raw(b));
     // Mutations that leave a transaction valid are signed and mined: the signing path ran.
     assert_ne!(
         node.result("eth_blockNumber", json!([])),
@@ -144,10 +144,68 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
     );
 }
 
-/// Sends `count` seeded mutations of `requests` and requires each to get a JSON-RPC answer
-/// over HTTP 200 (or 413 for too large a body), no internal error beyond geth's own, and no
-/// panic in the node's log.
-fn mutate_and_check(node: &Node, requests: &[Value], seed: u64, count: u64) {
+/// The Engine API's methods a consensus client calls, mutated the same way (over the Engine
+/// API's port, with a valid token): payload building, payloads, bodies, the client version and
+/// the eth methods served there. The chain may move (a mutated payload can be valid); the node
+/// must answer every request and stay up.
+#[test]
+fn mutated_engine_api_requests_get_answers() {
+    let seed = env_u64("SIMNODE_BAD_INPUT_SEED", 0x5eed_1234);
+    let count = env_u64("SIMNODE_BAD_INPUT_COUNT", 3000) / 5;
+    let node = Node::execution_apis(&[]);
+    let head = "0xd226371d0b1551adb03fb52b71f08e3e11247fe9b1af994768af8cdaa8e7dcd7";
+    let state = json!({"headBlockHash": head, "safeBlockHash": head, "finalizedBlockHash": head});
+    let root = format!("0x{}", "11".repeat(32));
+    let attributes = json!({
+        "timestamp": "0x230",
+        "prevRandao": format!("0x{}", "22".repeat(32)),
+        "suggestedFeeRecipient": "0x00000000000000000000000000000000000000fe",
+        "withdrawals": [{"index": "0x0", "validatorIndex": "0x5", "address": "0x00000000000000000000000000000000000000aa", "amount": "0x1"}],
+        "parentBeaconBlockRoot": root,
+    });
+    let built = node.engine_call("engine_forkchoiceUpdatedV3", json!([state, attributes]));
+    let id = built["result"]["payloadId"].clone();
+    let envelope = node.engine_call("engine_getPayloadV5", json!([id]))["result"].clone();
+    assert!(envelope.is_object(), "{envelope}");
+    let requests: Vec<Value> = [
+        ("engine_forkchoiceUpdatedV3", json!([state, attributes])),
+        ("engine_forkchoiceUpdatedV2", json!([state, {"timestamp": "0x230", "prevRandao": root, "suggestedFeeRecipient": head[..42], "withdrawals": []}])),
+        ("engine_forkchoiceUpdatedV1", json!([state, null])),
+        ("engine_getPayloadV5", json!([id])),
+        ("engine_getPayloadV3", json!([id])),
+        ("engine_getPayloadV1", json!(["0x0000000000000001"])),
+        ("engine_newPayloadV4", json!([envelope["executionPayload"], [], root, envelope["executionRequests"]])),
+        ("engine_getPayloadBodiesByRangeV1", json!(["0x1", "0x20"])),
+        ("engine_getPayloadBodiesByHashV1", json!([[head, root]])),
+        ("engine_getClientVersionV1", json!([{"code": "LH", "name": "Lighthouse", "version": "v8.0.0", "commit": "0x01020304"}])),
+        ("engine_exchangeCapabilities", json!([["engine_newPayloadV4"]])),
+        ("eth_syncing", json!([])),
+        ("eth_getBlockByNumber", json!(["latest", false])),
+        ("eth_chainId", json!([])),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(id, (method, params))| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    .collect();
+    mutate_and_check(&node, &requests, seed, count, &|b| node.try_engine_raw(b));
+    let caps = node.engine_call("engine_exchangeCapabilities", json!([[]]));
+    assert!(
+        caps["result"].is_array(),
+        "the Engine API still answers: {caps}"
+    );
+    assert!(node.result("eth_blockNumber", json!([])).is_string());
+}
+
+/// Sends `count` seeded mutations of `requests` through `send` (the public RPC or the Engine
+/// API) and requires each to get a JSON-RPC answer over HTTP 200 (or 413 for too large a
+/// body), no internal error beyond geth's own, and no panic in the node's log.
+fn mutate_and_check(
+    node: &Node,
+    requests: &[Value],
+    seed: u64,
+    count: u64,
+    send: &dyn Fn(&str) -> std::io::Result<(u16, String)>,
+) {
     let palette = palette();
     let mut rng = Rng(seed | 1);
     let mut failures = Vec::new();
@@ -155,7 +213,7 @@ fn mutate_and_check(node: &Node, requests: &[Value], seed: u64, count: u64) {
         let base = rng.pick(requests);
         let request = mutate(&mut rng, base, &palette);
         let body = request.to_string();
-        let answer = match node.try_rpc_raw(&body) {
+        let answer = match send(&body) {
             Ok((200, text)) => serde_json::from_str::<Value>(&text).ok(),
             // The one refusal a request may earn at the door: too large a body.
             Ok((413, _)) => continue,

@@ -412,6 +412,12 @@ impl Node {
 
     /// POSTs a raw body to the Engine API port with a fresh HS256 JWT.
     pub fn engine_raw(&self, body: &str) -> (u16, String) {
+        self.try_engine_raw(body)
+            .unwrap_or_else(|e| panic!("Engine API request failed: {e}"))
+    }
+
+    /// POSTs `body` to the Engine API with a fresh token.
+    pub fn try_engine_raw(&self, body: &str) -> std::io::Result<(u16, String)> {
         let token = jwt_hs256(&self.jwt_secret);
         let auth = format!("Bearer {token}");
         let addr = SocketAddr::from(([127, 0, 0, 1], self.auth_port));
@@ -424,7 +430,6 @@ impl Node {
             ],
             body.as_bytes(),
         )
-        .unwrap_or_else(|e| panic!("Engine API request failed: {e}"))
     }
 }
 
