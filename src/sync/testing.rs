@@ -3,9 +3,9 @@
 //! without storing anything (hive uses it to check block building).
 //!
 //! The block follows the chain's rules like any mined block (see [`super::payload`]), every
-//! transaction included in the order given. A transaction that cannot be included is an error naming it (nothing is skipped).
-//! Transactions are taken in their canonical (block) encoding; a blob transaction's sidecar
-//! cannot travel in that form, so `blobsBundle` is always empty.
+//! transaction included in the order given. A transaction that cannot be included is an error
+//! naming it (nothing is skipped). Transactions are taken in their canonical (block) encoding;
+//! a blob transaction's sidecar cannot travel in that form, so `blobsBundle` is always empty.
 
 use std::sync::Arc;
 
