@@ -208,14 +208,15 @@ impl PayloadJobs {
         });
     }
 
-    /// What build `id` was asked for, once checked that `engine_getPayloadV{version}` may give
-    /// its payload: -38001 for an id the node did not give (or has forgotten), -38005 for a
-    /// payload of a fork the version does not cover.
-    pub fn request(
+    /// `f` of build `id`, once checked that `engine_getPayloadV{version}` may give its payload:
+    /// -38001 for an id the node did not give (or has forgotten), -38005 for a payload of a fork
+    /// the version does not cover.
+    fn with_job<R>(
         &self,
         version: u8,
         id: PayloadId,
-    ) -> Result<(Sealed<Header>, PayloadAttributes, U256), ErrorObjectOwned> {
+        f: impl FnOnce(&Job) -> R,
+    ) -> Result<R, ErrorObjectOwned> {
         let kept = self.lock();
         let job = kept
             .iter()
@@ -227,7 +228,19 @@ impl PayloadJobs {
                 "payload {id} is a {fork:?} payload, not one engine_getPayloadV{version} gives"
             )));
         }
-        Ok((job.parent.clone(), job.attributes.clone(), job.built.value))
+        Ok(f(job))
+    }
+
+    /// What build `id` was asked for and what its block pays so far (checked as
+    /// [`Self::answer`] checks it).
+    pub fn request(
+        &self,
+        version: u8,
+        id: PayloadId,
+    ) -> Result<(Sealed<Header>, PayloadAttributes, U256), ErrorObjectOwned> {
+        self.with_job(version, id, |job| {
+            (job.parent.clone(), job.attributes.clone(), job.built.value)
+        })
     }
 
     /// Keeps `built` for build `id` in place of the block it had.
@@ -237,15 +250,9 @@ impl PayloadJobs {
         }
     }
 
-    /// The answer of `engine_getPayloadV{version}` for `id` (checked by [`Self::request`]).
+    /// The answer of `engine_getPayloadV{version}` for `id`.
     pub fn answer(&self, version: u8, id: PayloadId) -> Result<Value, ErrorObjectOwned> {
-        self.request(version, id)?;
-        let built = self
-            .lock()
-            .iter()
-            .find(|job| job.id == id)
-            .map(|job| job.built.clone())
-            .ok_or_else(|| ErrorObjectOwned::owned(-38001, "Unknown payload", None::<()>))?;
+        let built = self.with_job(version, id, |job| job.built.clone())?;
         Ok(match version {
             1 => built.payload_v1_or_v2(),
             2 => json!({"executionPayload": built.payload_v1_or_v2(), "blockValue": built.value}),
