@@ -75,7 +75,10 @@ pub(crate) fn trace_block(
     only: Option<usize>,
 ) -> RpcResult<Vec<TraceResult>> {
     // A tracer that cannot be built fails the request before any work is done.
-    tracer(opts, budget.max_bytes)?;
+    let numbers_logs = matches!(
+        tracer(opts, budget.max_bytes)?,
+        DebugInspector::CallTracer(..) | DebugInspector::Mux(..)
+    );
 
     let env = ctx.spec.evm_env(&block.header);
     let factory = EthEvmFactory::default();
@@ -86,14 +89,18 @@ pub(crate) fn trace_block(
 
     let last = only.unwrap_or(block.body.transactions.len().saturating_sub(1));
     // The block's logs before the first traced transaction, from the receipts of the ones that
-    // ran untraced: callTracer numbers logs within the block.
-    let mut logs_before: u64 = match ctx.chain.receipts(block.number())? {
-        Some(receipts) => receipts
-            .iter()
-            .take(first)
-            .map(|r| r.logs().len() as u64)
-            .sum(),
-        None => 0,
+    // ran untraced: callTracer numbers logs within the block. Other tracers need no receipts.
+    let mut logs_before: u64 = if numbers_logs && first > 0 {
+        let receipts = ctx.chain.receipts(block.number())?;
+        receipts.map_or(0, |receipts| {
+            receipts
+                .iter()
+                .take(first)
+                .map(|r| r.logs().len() as u64)
+                .sum()
+        })
+    } else {
+        0
     };
     let mut bytes = 0usize;
     let mut results = Vec::new();
