@@ -153,16 +153,8 @@ fn mutated_engine_api_requests_get_answers() {
     let seed = env_u64("SIMNODE_BAD_INPUT_SEED", 0x5eed_1234);
     let count = env_u64("SIMNODE_BAD_INPUT_COUNT", 3000) / 5;
     let node = Node::execution_apis(&[]);
-    let head = "0xd226371d0b1551adb03fb52b71f08e3e11247fe9b1af994768af8cdaa8e7dcd7";
-    let state = json!({"headBlockHash": head, "safeBlockHash": head, "finalizedBlockHash": head});
-    let root = format!("0x{}", "11".repeat(32));
-    let attributes = json!({
-        "timestamp": "0x230",
-        "prevRandao": format!("0x{}", "22".repeat(32)),
-        "suggestedFeeRecipient": "0x00000000000000000000000000000000000000fe",
-        "withdrawals": [{"index": "0x0", "validatorIndex": "0x5", "address": "0x00000000000000000000000000000000000000aa", "amount": "0x1"}],
-        "parentBeaconBlockRoot": root,
-    });
+    let head = support::EXECUTION_APIS_HEAD;
+    let (state, attributes, root) = support::proposal_on_execution_apis_head();
     let built = node.engine_call("engine_forkchoiceUpdatedV3", json!([state, attributes]));
     let id = built["result"]["payloadId"].clone();
     let envelope = node.engine_call("engine_getPayloadV5", json!([id]))["result"].clone();

@@ -661,30 +661,14 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     assert_eq!(tx["blobVersionedHashes"], json!([versioned]), "{tx}");
 
     // Sidecars that do not belong to their transaction.
+    let refused = |raw: String, words: &str| {
+        let r = node.call("eth_sendRawTransaction", json!([raw]));
+        assert_eq!(r["error"]["code"], -32000, "{r}");
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{r}");
+    };
     let mut other = versioned;
     other.0[31] ^= 1;
-    let r = node.call(
-        "eth_sendRawTransaction",
-        json!([network_form(1, other, CELLS_PER_EXT_BLOB)]),
-    );
-    assert_eq!(r["error"]["code"], -32000, "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("mismatches"),
-        "{r}"
-    );
-    let r = node.call(
-        "eth_sendRawTransaction",
-        json!([network_form(1, versioned, 1)]),
-    );
-    assert_eq!(r["error"]["code"], -32000, "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("proofs"),
-        "{r}"
-    );
+    refused(network_form(1, other, CELLS_PER_EXT_BLOB), "mismatches");
+    refused(network_form(1, versioned, 1), "proofs");
 }

@@ -15,7 +15,7 @@ use alloy::{
 use serde_json::{json, Value};
 use support::{conformance_dir, execution_apis_genesis, simnode_bin, Node, TempDir};
 
-const HEAD_54: &str = "0xd226371d0b1551adb03fb52b71f08e3e11247fe9b1af994768af8cdaa8e7dcd7";
+const HEAD_54: &str = support::EXECUTION_APIS_HEAD;
 
 fn chain_blocks() -> Vec<Block<TxEnvelope>> {
     let data = std::fs::read(conformance_dir().join("chain.rlp")).expect("read chain.rlp");
@@ -761,16 +761,7 @@ fn engine_api_serves_payload_bodies_client_version_and_eth_methods() {
 fn engine_api_builds_a_payload_a_consensus_client_can_propose() {
     let node = Node::execution_apis(&[]);
     let engine = |method: &str, params: Value| node.engine_call(method, params);
-    let state =
-        json!({"headBlockHash": HEAD_54, "safeBlockHash": HEAD_54, "finalizedBlockHash": HEAD_54});
-    let beacon_root = format!("0x{}", "11".repeat(32));
-    let attributes = json!({
-        "timestamp": "0x230",
-        "prevRandao": format!("0x{}", "22".repeat(32)),
-        "suggestedFeeRecipient": "0x00000000000000000000000000000000000000fe",
-        "withdrawals": [{"index": "0x0", "validatorIndex": "0x5", "address": "0x00000000000000000000000000000000000000aa", "amount": "0x3b9aca00"}],
-        "parentBeaconBlockRoot": beacon_root,
-    });
+    let (state, attributes, beacon_root) = support::proposal_on_execution_apis_head();
     let r = engine("engine_forkchoiceUpdatedV3", json!([state, attributes]));
     assert_eq!(r["result"]["payloadStatus"]["status"], "VALID", "{r}");
     let id = r["result"]["payloadId"].clone();

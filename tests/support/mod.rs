@@ -566,6 +566,28 @@ pub fn hex_encode(data: &[u8]) -> String {
 }
 
 /// The first key of the test mnemonic (`test test ... junk`), funded on the dev chain.
+/// The head (block 54) of the execution-apis chain.
+pub const EXECUTION_APIS_HEAD: &str =
+    "0xd226371d0b1551adb03fb52b71f08e3e11247fe9b1af994768af8cdaa8e7dcd7";
+
+/// A validator's proposal on the execution-apis head over the Engine API: the forkchoice state
+/// naming the head, Osaka payload attributes 12 s after it (a withdrawal of 1 gwei to 0xaa),
+/// and their beacon root.
+pub fn proposal_on_execution_apis_head() -> (Value, Value, String) {
+    let head = EXECUTION_APIS_HEAD;
+    let state = json!({"headBlockHash": head, "safeBlockHash": head, "finalizedBlockHash": head});
+    let beacon_root = format!("0x{}", "11".repeat(32));
+    let attributes = json!({
+        "timestamp": "0x230",
+        "prevRandao": format!("0x{}", "22".repeat(32)),
+        "suggestedFeeRecipient": "0x00000000000000000000000000000000000000fe",
+        "withdrawals": [{"index": "0x0", "validatorIndex": "0x5",
+            "address": "0x00000000000000000000000000000000000000aa", "amount": "0x3b9aca00"}],
+        "parentBeaconBlockRoot": beacon_root,
+    });
+    (state, attributes, beacon_root)
+}
+
 pub const DEV_KEY0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
 
 /// `tx` signed with [`DEV_KEY0`], as `eth_sendRawTransaction` takes it (0x-hex EIP-2718 bytes).
