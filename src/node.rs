@@ -103,6 +103,8 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         max_concurrent_traces: args.evm.max_concurrent_traces,
         max_logs_block_range: args.evm.max_logs_block_range,
         max_logs: args.evm.max_logs,
+        tx_sync_timeout: Duration::from_millis(args.rpc.tx_sync_timeout_ms),
+        tx_sync_max_timeout: Duration::from_millis(args.rpc.tx_sync_max_timeout_ms),
     };
     let ctx = ModuleContext {
         spec: spec.clone(),

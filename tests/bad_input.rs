@@ -95,6 +95,16 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
     ];
     let to = "0x000000000000000000000000000000000000beef";
+    let sync_transfer = support::sign_with_dev_key(alloy::consensus::TxEip1559 {
+        chain_id: 1337,
+        gas_limit: 21_000,
+        max_fee_per_gas: 10_000_000_000,
+        to: alloy::primitives::TxKind::Call(alloy::primitives::address!(
+            "000000000000000000000000000000000000beef"
+        )),
+        value: alloy::primitives::U256::from(1u64),
+        ..Default::default()
+    });
     let typed = json!({
         "types": {
             "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "chainId", "type": "uint256"}],
@@ -107,6 +117,9 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
     let requests: Vec<Value> = [
         ("eth_accounts", json!([])),
         ("eth_sendTransaction", json!([{"from": dev[0], "to": to, "value": "0x1"}])),
+        // Nonce 0 of the first account: mined, refused as known or too low, never left waiting
+        // behind a gap (so no mutation holds the request for its wait).
+        ("eth_sendRawTransactionSync", json!([sync_transfer, 2_000])),
         ("eth_sendTransaction", json!([{"from": dev[1], "input": "0x602a60005500", "gas": "0x186a0", "maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x1"}])),
         ("eth_signTransaction", json!([{"from": dev[0], "to": to, "gasPrice": "0x3b9aca00", "gas": "0x5208", "nonce": "0x7"}])),
         ("eth_fillTransaction", json!([{"from": dev[1], "to": to, "accessList": [{"address": to, "storageKeys": []}]}])),

@@ -672,3 +672,121 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     refused(network_form(1, other, CELLS_PER_EXT_BLOB), "mismatches");
     refused(network_form(1, versioned, 1), "proofs");
 }
+
+/// EIP-7966, as geth serves it: eth_sendRawTransactionSync answers with the receipt of the block
+/// that takes the transaction, or with error 4 and the transaction's hash once the wait is over
+/// (the transaction stays in the pool and is mined when it can be).
+#[test]
+fn send_raw_transaction_sync_answers_with_the_receipt_or_the_hash() {
+    let node = Node::start(
+        TempDir::new("dev-sync"),
+        Path::new("dev"),
+        &["--dev", "--rpc.tx-sync-max-timeout", "1500"],
+    );
+    let to = address!("000000000000000000000000000000000000beef");
+
+    // Mined at once: the receipt is the one the chain keeps.
+    let receipt = node.result(
+        "eth_sendRawTransactionSync",
+        json!([transfer(0, to, U256::from(1_000u64))]),
+    );
+    assert_eq!(receipt["status"], "0x1", "{receipt}");
+    let stored = node.result(
+        "eth_getTransactionReceipt",
+        json!([receipt["transactionHash"]]),
+    );
+    assert_eq!(receipt, stored);
+    // The wait as a hex quantity, as well as a number.
+    let receipt = node.result(
+        "eth_sendRawTransactionSync",
+        json!([transfer(1, to, U256::from(1_000u64)), "0x3e8"]),
+    );
+    assert_eq!(receipt["blockNumber"], "0x2", "{receipt}");
+
+    // Behind a nonce gap no block takes it: error 4 after the wait, with the hash to follow.
+    let timed_out = |raw: String, wait: Value, shown: &str, at_least: Duration| {
+        let started = Instant::now();
+        let r = node.call("eth_sendRawTransactionSync", json!([raw, wait]));
+        let took = started.elapsed();
+        assert_eq!(r["error"]["code"], 4, "{r}");
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(shown), "{r}");
+        assert!(
+            took >= at_least && took < at_least + Duration::from_secs(3),
+            "{took:?}"
+        );
+        let hash = r["error"]["data"].clone();
+        let pending = node.result("eth_getTransactionByHash", json!([hash]));
+        assert_eq!(pending["nonce"], json!(raw_nonce(&raw)), "{pending}");
+        assert_eq!(pending["blockNumber"], Value::Null, "{pending}");
+        hash
+    };
+    let third = timed_out(
+        transfer(3, to, U256::from(1u64)),
+        json!(300),
+        "300ms",
+        Duration::from_millis(300),
+    );
+    // A wait past --rpc.tx-sync-max-timeout is cut to it.
+    let fourth = timed_out(
+        transfer(4, to, U256::from(1u64)),
+        json!(3_600_000),
+        "1.5s",
+        Duration::from_millis(1_500),
+    );
+
+    // A request waiting while the gap is filled by another gets its receipt from the block.
+    let answer = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            node.call(
+                "eth_sendRawTransactionSync",
+                json!([transfer(5, to, U256::from(1u64)), 1_400]),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        node.result(
+            "eth_sendRawTransaction",
+            json!([transfer(2, to, U256::from(1u64))]),
+        );
+        waiting.join().expect("the waiting request")
+    });
+    let receipt = &answer["result"];
+    assert_eq!(receipt["status"], "0x1", "{answer}");
+    let mined = node.result(
+        "eth_getTransactionByHash",
+        json!([receipt["transactionHash"]]),
+    );
+    assert_eq!(mined["nonce"], "0x5", "{mined}");
+    for hash in [third, fourth] {
+        let mined = node.result("eth_getTransactionReceipt", json!([hash]));
+        assert_eq!(mined["status"], "0x1", "{mined}");
+    }
+
+    // Refused transactions are answered at once, as eth_sendRawTransaction answers them.
+    let r = node.call(
+        "eth_sendRawTransactionSync",
+        json!([transfer(0, to, U256::from(1u64))]),
+    );
+    assert_eq!(r["error"]["code"], 1, "nonce too low: {r}");
+    for bad in [json!("soon"), json!(-1), json!(1.5)] {
+        let r = node.call(
+            "eth_sendRawTransactionSync",
+            json!([transfer(6, to, U256::from(1u64)), bad]),
+        );
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+    }
+    let r = node.call(
+        "eth_sendRawTransactionSync",
+        json!([transfer(6, to, U256::from(1u64)), 100, 1]),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+/// The nonce of a transaction signed by [`transfer`], as a quantity.
+fn raw_nonce(raw: &str) -> String {
+    use alloy::{consensus::Transaction as _, eips::eip2718::Decodable2718};
+    let bytes = alloy::hex::decode(raw).expect("hex");
+    let tx =
+        alloy::consensus::TxEnvelope::decode_2718(&mut bytes.as_slice()).expect("a transaction");
+    format!("{:#x}", tx.nonce())
+}

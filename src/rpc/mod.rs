@@ -87,6 +87,13 @@ pub struct RpcArgs {
     /// request-wide budget; 0: no cap.
     #[arg(long = "rpc.gascap", default_value_t = 50_000_000)]
     pub gas_cap: u64,
+    /// How long eth_sendRawTransactionSync waits for the receipt when the request names no
+    /// wait, in milliseconds.
+    #[arg(long = "rpc.tx-sync-timeout", default_value_t = 20_000)]
+    pub tx_sync_timeout_ms: u64,
+    /// The longest wait eth_sendRawTransactionSync grants a request, in milliseconds.
+    #[arg(long = "rpc.tx-sync-max-timeout", default_value_t = 60_000)]
+    pub tx_sync_max_timeout_ms: u64,
 
     /// Largest HTTP request body, and largest WebSocket message, in bytes.
     #[arg(long = "rpc.max-request-size", default_value_t = 5 * MIB)]
@@ -168,6 +175,8 @@ impl Default for RpcArgs {
             api_keys: Vec::new(),
             max_simulate_blocks: 16,
             gas_cap: 50_000_000,
+            tx_sync_timeout_ms: 20_000,
+            tx_sync_max_timeout_ms: 60_000,
             max_request_size: 5 * MIB,
             max_response_size: 50 * MIB,
             max_batch_size: 100,

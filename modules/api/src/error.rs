@@ -1,6 +1,8 @@
 //! The one error type RPC modules return, and the one place its JSON-RPC codes live.
 
-use alloy::primitives::Bytes;
+use std::time::Duration;
+
+use alloy::primitives::{Bytes, B256};
 use jsonrpsee::types::ErrorObjectOwned;
 
 pub type RpcResult<T> = Result<T, RpcError>;
@@ -95,6 +97,12 @@ pub enum RpcError {
     /// 4445: the block exists but predates what was asked of it (a block access list before Amsterdam).
     #[error("{0}")]
     PreForkBlock(String),
+    /// 4 (EIP-7966): eth_sendRawTransactionSync's transaction went into the pool, but no block
+    /// took it within the wait; `data` is its hash, to follow it with.
+    #[error(
+        "the transaction was added to the transaction pool but wasn't processed in {waited:?}"
+    )]
+    TxSyncTimeout { hash: B256, waited: Duration },
     /// -32603: something failed inside the node.
     #[error("internal error: {0}")]
     Internal(String),
@@ -131,6 +139,7 @@ impl RpcError {
             Self::LimitExceeded(_) => -32005,
             Self::Simulate { code, .. } => code.code(),
             Self::PreForkBlock(_) => 4445,
+            Self::TxSyncTimeout { .. } => 4,
             Self::Internal(_) => -32603,
         }
     }
@@ -142,6 +151,9 @@ impl From<RpcError> for ErrorObjectOwned {
         match err {
             RpcError::Reverted { message, data } => {
                 ErrorObjectOwned::owned(code, message, Some(data))
+            }
+            RpcError::TxSyncTimeout { hash, .. } => {
+                ErrorObjectOwned::owned(code, err.to_string(), Some(hash))
             }
             other => ErrorObjectOwned::owned(code, other.to_string(), None::<()>),
         }

@@ -25,6 +25,11 @@ pub struct RpcLimits {
     pub max_logs_block_range: u64,
     /// Most logs one eth_getLogs answer may hold.
     pub max_logs: usize,
+    /// How long eth_sendRawTransactionSync waits for its receipt when the request names no
+    /// wait (or zero).
+    pub tx_sync_timeout: Duration,
+    /// The longest wait eth_sendRawTransactionSync grants; a longer request is cut to it.
+    pub tx_sync_max_timeout: Duration,
 }
 
 impl RpcLimits {
@@ -36,6 +41,15 @@ impl RpcLimits {
             u64::MAX / 2
         } else {
             flag
+        }
+    }
+
+    /// The wait of an eth_sendRawTransactionSync request that asks for `requested_ms`: geth's
+    /// rule, none or zero is the default and more than the maximum is the maximum.
+    pub fn tx_sync_wait(&self, requested_ms: Option<u64>) -> Duration {
+        match requested_ms {
+            None | Some(0) => self.tx_sync_timeout.min(self.tx_sync_max_timeout),
+            Some(ms) => Duration::from_millis(ms).min(self.tx_sync_max_timeout),
         }
     }
 }
@@ -52,6 +66,8 @@ impl Default for RpcLimits {
             max_concurrent_traces: 2,
             max_logs_block_range: 10_000,
             max_logs: 20_000,
+            tx_sync_timeout: Duration::from_secs(20),
+            tx_sync_max_timeout: Duration::from_secs(60),
         }
     }
 }

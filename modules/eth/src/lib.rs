@@ -13,6 +13,7 @@ mod logs;
 mod node_facts;
 mod pubsub;
 mod send;
+mod send_sync;
 mod syncing;
 mod uncles;
 
@@ -165,6 +166,13 @@ pub trait EthApi {
 
     #[method(name = "eth_sendRawTransaction")]
     fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256>;
+    /// EIP-7966: eth_sendRawTransaction, then the receipt once a block takes the transaction.
+    #[method(name = "eth_sendRawTransactionSync")]
+    async fn send_raw_transaction_sync(
+        &self,
+        raw: Bytes,
+        wait_ms: Option<send_sync::WaitMs>,
+    ) -> JsonRpcResult<TransactionReceipt>;
 
     /// EIP-7910: the fork configuration in force, the next and the last scheduled.
     #[method(name = "eth_config")]
@@ -441,21 +449,7 @@ impl EthApiServer for Eth {
     }
 
     fn transaction_receipt(&self, hash: B256) -> JsonRpcResult<Option<TransactionReceipt>> {
-        let Some(loc) = self.ctx.chain.transaction_location(&hash)? else {
-            return Ok(None);
-        };
-        let Some(block) = self.ctx.chain.block(loc.block_number)? else {
-            return Ok(None);
-        };
-        let Some(receipts) = self.ctx.chain.receipts(loc.block_number)? else {
-            return Ok(None);
-        };
-        Ok(simnode_receipts::build_receipt(
-            &self.ctx.spec,
-            &block,
-            &receipts,
-            loc.index as usize,
-        )?)
+        Ok(stored_receipt(&self.ctx, hash)?)
     }
 
     fn balance(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<U256> {
@@ -673,6 +667,15 @@ impl EthApiServer for Eth {
         send::send_raw_transaction(&self.ctx, &raw).map_err(send::submit_error)
     }
 
+    async fn send_raw_transaction_sync(
+        &self,
+        raw: Bytes,
+        wait_ms: Option<send_sync::WaitMs>,
+    ) -> JsonRpcResult<TransactionReceipt> {
+        let wait = self.ctx.limits.tx_sync_wait(wait_ms.map(|w| w.0));
+        send_sync::send_and_wait(&self.ctx, &raw, wait).await
+    }
+
     fn config(&self) -> JsonRpcResult<config::EthConfig> {
         Ok(config::eth_config(&self.ctx.spec, &*self.ctx.chain)?)
     }
@@ -699,6 +702,20 @@ impl EthApiServer for Eth {
             .run_blocking(move |ctx| ctx.chain.proof(number, address, &keys))
             .await?)
     }
+}
+
+/// The receipt of a mined transaction, from the store (None: not in a canonical block).
+fn stored_receipt(ctx: &ModuleContext, hash: B256) -> RpcResult<Option<TransactionReceipt>> {
+    let Some(loc) = ctx.chain.transaction_location(&hash)? else {
+        return Ok(None);
+    };
+    let Some(block) = ctx.chain.block(loc.block_number)? else {
+        return Ok(None);
+    };
+    let Some(receipts) = ctx.chain.receipts(loc.block_number)? else {
+        return Ok(None);
+    };
+    simnode_receipts::build_receipt(&ctx.spec, &block, &receipts, loc.index as usize)
 }
 
 /// The most positional params each method of this module reads; the node refuses more (see
@@ -737,6 +754,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_feeHistory", 3),
     ("eth_getLogs", 1),
     ("eth_sendRawTransaction", 1),
+    ("eth_sendRawTransactionSync", 2),
     ("eth_config", 0),
     ("eth_capabilities", 0),
     ("eth_getProof", 3),

@@ -422,6 +422,32 @@ describe('viem with the node\'s own account', () => {
   })
 })
 
+// EIP-7966 through viem's sync actions (eth_sendRawTransactionSync): the receipt comes back as
+// the answer, over each transport. Dev account 8, which no other check uses.
+describe('viem sync sending', () => {
+  test('sendTransactionSync and sendRawTransactionSync answer with the receipt', async () => {
+    const account = privateKeyToAccount('0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97')
+    const client = createPublicClient({ chain: devChain, transport: http(HTTP_URL), pollingInterval: 100 })
+    const to = privateKeyToAccount(generatePrivateKey()).address
+    let sentValue = 0n
+    for (const [name, makeTransport] of transports) {
+      const wallet = createWalletClient({ account, chain: devChain, transport: makeTransport() })
+      const receipt = await wallet.sendTransactionSync({ to, value: 77n })
+      sentValue += 77n
+      assert.equal(receipt.status, 'success', name)
+      assert.deepEqual(receipt, await client.getTransactionReceipt({ hash: receipt.transactionHash }), name)
+
+      const serializedTransaction = await wallet.signTransaction(await wallet.prepareTransactionRequest({ to, value: 1n }))
+      const raw = await wallet.sendRawTransactionSync({ serializedTransaction, timeout: 5_000 })
+      sentValue += 1n
+      assert.equal(raw.status, 'success', name)
+      assert.equal(raw.blockNumber, receipt.blockNumber + 1n, name)
+      if (name === 'WebSocket') (await wallet.transport.getRpcClient()).close()
+    }
+    assert.equal(await client.getBalance({ address: to }), sentValue)
+  })
+})
+
 // viem's test actions against the dev node's controls, as a test suite would use them with
 // anvil: the clock moved and set, a block mined, and a snapshot reverted to. Everything it
 // mines is reverted at the end.

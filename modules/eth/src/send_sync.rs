@@ -1,0 +1,119 @@
+//! eth_sendRawTransactionSync (EIP-7966, as geth serves it): eth_sendRawTransaction, then the
+//! transaction's receipt as soon as a block takes it, or error 4 with its hash once the wait
+//! is over (the transaction stays in the pool).
+//!
+//! The wait is the request's second param in milliseconds (none or zero: `--rpc.tx-sync-timeout`;
+//! at most `--rpc.tx-sync-max-timeout`). The chain's events are followed from before the
+//! transaction reaches the pool, so a block mined at once (a `--dev` node mines one per
+//! transaction) is not missed; a block's event goes out after it is stored, so its receipt is
+//! read from the store like any other.
+
+use std::time::Duration;
+
+use alloy::{
+    primitives::{B256, U64},
+    rpc::types::TransactionReceipt,
+};
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use simnode_api::{ChainEvent, ModuleContext, RpcError, RpcResult};
+use tokio::{
+    sync::broadcast::error::RecvError,
+    time::{timeout_at, Instant},
+};
+
+use crate::send;
+
+/// The wait a request asks for, in milliseconds: a JSON number, as geth reads it and viem sends
+/// it, or a quantity string (hex, or decimal as alloy's quantities parse).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitMs(pub u64);
+
+impl<'de> Deserialize<'de> for WaitMs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        const WANT: &str = "a wait in milliseconds: a non-negative integer or a hex quantity";
+        match Value::deserialize(deserializer)? {
+            Value::Number(n) => n.as_u64().map(Self).ok_or_else(|| D::Error::custom(WANT)),
+            Value::String(s) => serde_json::from_value::<U64>(Value::String(s))
+                .map(|q| Self(q.to::<u64>()))
+                .map_err(|_| D::Error::custom(WANT)),
+            _ => Err(D::Error::custom(WANT)),
+        }
+    }
+}
+
+/// Whether the event adds a block that carries the transaction `hash`.
+fn carries(event: &ChainEvent, hash: &B256) -> bool {
+    match event {
+        ChainEvent::Added(added) => added
+            .block
+            .body
+            .transactions
+            .iter()
+            .any(|tx| tx.tx_hash() == hash),
+        ChainEvent::Removed(_) => false,
+    }
+}
+
+/// Sends `raw` to the pool and waits up to `wait` for a block to take it.
+pub async fn send_and_wait(
+    ctx: &ModuleContext,
+    raw: &[u8],
+    wait: Duration,
+) -> Result<TransactionReceipt, jsonrpsee::types::ErrorObjectOwned> {
+    // Before the pool sees it: the block that takes it may be built before `send` returns.
+    let mut events = ctx.chain.chain_events();
+    let hash = send::send_raw_transaction(ctx, raw).map_err(send::submit_error)?;
+    let deadline = Instant::now() + wait;
+    Ok(wait_for_receipt(ctx, hash, &mut events, deadline, wait).await?)
+}
+
+async fn wait_for_receipt(
+    ctx: &ModuleContext,
+    hash: B256,
+    events: &mut tokio::sync::broadcast::Receiver<ChainEvent>,
+    deadline: Instant,
+    wait: Duration,
+) -> RpcResult<TransactionReceipt> {
+    loop {
+        if let Some(receipt) = crate::stored_receipt(ctx, hash)? {
+            return Ok(receipt);
+        }
+        // Until a block takes it (or events were missed, which the store then answers for).
+        loop {
+            match timeout_at(deadline, events.recv()).await {
+                Err(_) => return Err(RpcError::TxSyncTimeout { hash, waited: wait }),
+                Ok(Ok(event)) if carries(&event, &hash) => break,
+                Ok(Ok(_)) => {}
+                Ok(Err(RecvError::Lagged(_))) => break,
+                Ok(Err(RecvError::Closed)) => {
+                    return Err(RpcError::internal("the node stopped following its chain"))
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn waits_are_numbers_or_hex_quantities() {
+        let parse = |v: Value| serde_json::from_value::<WaitMs>(v).map(|w| w.0);
+        assert_eq!(parse(json!(1500)).unwrap(), 1500);
+        assert_eq!(parse(json!("0x5dc")).unwrap(), 1500);
+        assert_eq!(parse(json!(0)).unwrap(), 0);
+        for bad in [
+            json!(-1),
+            json!(1.5),
+            json!("soon"),
+            json!(true),
+            json!([1]),
+        ] {
+            assert!(parse(bad.clone()).is_err(), "{bad}");
+        }
+    }
+}
