@@ -120,6 +120,7 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         // Nonce 0 of the first account: mined, refused as known or too low, never left waiting
         // behind a gap (so no mutation holds the request for its wait).
         ("eth_sendRawTransactionSync", json!([sync_transfer, 2_000])),
+        ("eth_callBundle", json!([{"txs": [sync_transfer], "blockNumber": "0x2", "stateBlockNumber": "latest", "transactionIndex": -1, "coinbase": to, "timestamp": "0x6b091696", "timeout": "0x3e8", "gasLimit": "0x1c9c380", "difficulty": "0x0", "baseFee": "0x7"}])),
         ("eth_sendTransaction", json!([{"from": dev[1], "input": "0x602a60005500", "gas": "0x186a0", "maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x1"}])),
         ("eth_signTransaction", json!([{"from": dev[0], "to": to, "gasPrice": "0x3b9aca00", "gas": "0x5208", "nonce": "0x7"}])),
         ("eth_fillTransaction", json!([{"from": dev[1], "to": to, "accessList": [{"address": to, "storageKeys": []}]}])),

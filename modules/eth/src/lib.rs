@@ -4,6 +4,7 @@
 //! Answers follow geth field for field (the execution-apis fixtures are recorded from it).
 //! EVM work (eth_call, eth_estimateGas) runs on the blocking pool.
 
+pub mod call_bundle;
 pub mod call_many;
 mod config;
 mod evm;
@@ -120,6 +121,12 @@ pub trait EthApi {
         state_overrides: Option<StateOverride>,
         block_overrides: Option<Box<BlockOverrides>>,
     ) -> JsonRpcResult<Bytes>;
+    /// Flashbots' bundle simulation, as reth serves it (see [`call_bundle`]).
+    #[method(name = "eth_callBundle")]
+    async fn call_bundle(
+        &self,
+        bundle: alloy::rpc::types::mev::EthCallBundle,
+    ) -> JsonRpcResult<alloy::rpc::types::mev::EthCallBundleResponse>;
     #[method(name = "eth_callMany")]
     async fn call_many(
         &self,
@@ -559,6 +566,20 @@ impl EthApiServer for Eth {
             .await?)
     }
 
+    async fn call_bundle(
+        &self,
+        bundle: alloy::rpc::types::mev::EthCallBundle,
+    ) -> JsonRpcResult<alloy::rpc::types::mev::EthCallBundleResponse> {
+        let state = serde_json::to_value(bundle.state_block_number).map_err(RpcError::internal)?;
+        let state = BlockParam::from_value(&state).map_err(RpcError::invalid_params)?;
+        let number = self.state_block(Some(state))?;
+        let asked = bundle.timeout.map(std::time::Duration::from_millis);
+        let bounds = call::Bounds::starting_now_within(&self.ctx.limits, asked);
+        Ok(self
+            .run_blocking(move |ctx| call_bundle::call_bundle(&ctx, bundle, number, bounds))
+            .await?)
+    }
+
     async fn call_many(
         &self,
         bundles: Vec<alloy::rpc::types::Bundle>,
@@ -744,6 +765,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_getStorageValues", 2),
     ("eth_getTransactionCount", 2),
     ("eth_call", 4),
+    ("eth_callBundle", 1),
     ("eth_callMany", 4),
     ("eth_estimateGas", 4),
     ("eth_createAccessList", 3),

@@ -120,7 +120,7 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
 /// versioned hash, each commitment hashing to its versioned hash, and as many proofs as the
 /// sidecar's version asks (one per blob, or one per cell since EIP-7594). The KZG proofs
 /// themselves are not verified (no KZG library in the node).
-fn without_sidecar(tx: TxEnvelope) -> RpcResult<TxEnvelope> {
+pub(crate) fn without_sidecar(tx: TxEnvelope) -> RpcResult<TxEnvelope> {
     let TxEnvelope::Eip4844(signed) = tx else {
         return Ok(tx);
     };
