@@ -2,7 +2,8 @@
 //! it: every account proof verifies against the block's `stateRoot` and every storage proof
 //! against the account's `storageHash`, for present and absent accounts and slots, at the head
 //! and at older blocks; the proven values agree with eth_getBalance / eth_getTransactionCount /
-//! eth_getStorageAt at the same block.
+//! eth_getStorageAt at the same block, and eth_getAccount / eth_getAccountInfo answer the same
+//! account.
 
 mod support;
 
@@ -59,6 +60,25 @@ fn check(node: &Node, address: Address, slots: &[&str], block: u64) -> Value {
     if !code.is_empty() {
         assert_eq!(code_hash, keccak256(&code));
     }
+    // eth_getAccount answers the proven leaf (null for an account the trie does not hold), and
+    // eth_getAccountInfo the same balance and nonce with the code.
+    let leaf = json!({
+        "nonce": format!("{nonce:#x}"), "balance": format!("{balance:#x}"),
+        "storageRoot": storage_hash, "codeHash": code_hash,
+    });
+    let account = node.result("eth_getAccount", json!([address, tag]));
+    assert_eq!(
+        account,
+        if exists { leaf } else { Value::Null },
+        "{address} at {block}"
+    );
+    let info = node.result("eth_getAccountInfo", json!([address, tag]));
+    assert_eq!(
+        info,
+        json!({"balance": format!("{balance:#x}"), "nonce": format!("{nonce:#x}"), "code": code}),
+        "{address} at {block}"
+    );
+
     let expected = exists.then(|| {
         rlp::encode(TrieAccount {
             nonce,
@@ -107,7 +127,8 @@ fn check(node: &Node, address: Address, slots: &[&str], block: u64) -> Value {
 
 #[test]
 fn proofs_verify_against_the_block_roots() {
-    let node = Node::execution_apis(&[]);
+    // Many calls per second: no per-key rate limit.
+    let node = Node::execution_apis(&["--rpc.rate-limit", "0"]);
     let head = hex_u256(&node.result("eth_blockNumber", json!([]))).to::<u64>();
 
     // Accounts that occur in the chain: senders and recipients of block 2's transactions,
@@ -150,6 +171,12 @@ fn proofs_verify_against_the_block_roots() {
     let too_many: Vec<String> = (0..1025).map(|i| format!("{i:#x}")).collect();
     let answer = node.call("eth_getProof", json!([Address::ZERO, too_many, "latest"]));
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
-    let answer = node.call("eth_getProof", json!([Address::ZERO, [], "0x10000"]));
-    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    for (method, params) in [
+        ("eth_getProof", json!([Address::ZERO, [], "0x10000"])),
+        ("eth_getAccount", json!([Address::ZERO, "0x10000"])),
+        ("eth_getAccountInfo", json!([Address::ZERO, "0x10000"])),
+    ] {
+        let answer = node.call(method, params);
+        assert_eq!(answer["error"]["code"], -32000, "{method}: {answer}");
+    }
 }

@@ -15,6 +15,18 @@ pub struct StoredAccount {
     pub storage_root: B256,
 }
 
+impl StoredAccount {
+    /// The account as its state-trie leaf holds it.
+    pub fn trie_account(&self) -> alloy_trie::TrieAccount {
+        alloy_trie::TrieAccount {
+            nonce: self.nonce,
+            balance: self.balance,
+            storage_root: self.storage_root,
+            code_hash: self.code_hash,
+        }
+    }
+}
+
 const ACCOUNT_LEN: usize = 8 + 32 + 32 + 32;
 
 impl StoredAccount {

@@ -14,7 +14,7 @@ use alloy::{
     rpc::types::{EIP1186AccountProofResponse, EIP1186StorageProof},
     serde::JsonStorageKey,
 };
-use alloy_trie::{proof::ProofRetainer, HashBuilder, Nibbles, TrieAccount, EMPTY_ROOT_HASH};
+use alloy_trie::{proof::ProofRetainer, HashBuilder, Nibbles, EMPTY_ROOT_HASH};
 use redb::{ReadOnlyTable, ReadableDatabase};
 use revm::primitives::KECCAK_EMPTY;
 
@@ -81,7 +81,7 @@ impl Store {
         let (state_root, mut account_proofs) = prove(
             accounts
                 .iter()
-                .map(|(k, a)| (*k, alloy::rlp::encode(trie_account(a)))),
+                .map(|(k, a)| (*k, alloy::rlp::encode(a.trie_account()))),
             &[hashed],
         );
         if state_root != header.state_root {
@@ -246,13 +246,4 @@ pub(super) fn check_storage_root(
     Err(StoreError::Corrupt(format!(
         "storage root of {address} at block {number}: rebuilt {rebuilt}, stored {stored}"
     )))
-}
-
-pub(super) fn trie_account(a: &StoredAccount) -> TrieAccount {
-    TrieAccount {
-        nonce: a.nonce,
-        balance: a.balance,
-        storage_root: a.storage_root,
-        code_hash: a.code_hash,
-    }
 }

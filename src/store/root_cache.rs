@@ -801,7 +801,7 @@ fn keep_head(head: Arc<HeadTries>) -> Arc<HeadTries> {
 }
 
 fn account_leaf(acc: &StoredAccount) -> Vec<u8> {
-    alloy::rlp::encode(trie::trie_account(acc))
+    alloy::rlp::encode(acc.trie_account())
 }
 
 fn storage_leaf(value: &U256) -> Vec<u8> {

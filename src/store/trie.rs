@@ -11,7 +11,7 @@ use alloy::{
     genesis::GenesisAccount,
     primitives::{keccak256, Address, B256, U256},
 };
-use alloy_trie::{HashBuilder, Nibbles, TrieAccount, EMPTY_ROOT_HASH};
+use alloy_trie::{HashBuilder, Nibbles, EMPTY_ROOT_HASH};
 use revm::primitives::KECCAK_EMPTY;
 
 use super::codec::{hash_address, StoredAccount};
@@ -140,7 +140,7 @@ pub fn state_root<S: StateSource>(
             if let Some(acc) = value {
                 hb.add_leaf(
                     Nibbles::unpack(key),
-                    &alloy::rlp::encode(trie_account(&acc)),
+                    &alloy::rlp::encode(acc.trie_account()),
                 );
             }
         },
@@ -154,15 +154,6 @@ pub fn state_root<S: StateSource>(
         state_root: hb.root(),
         storage_roots: out_roots,
     })
-}
-
-pub(crate) fn trie_account(a: &StoredAccount) -> TrieAccount {
-    TrieAccount {
-        nonce: a.nonce,
-        balance: a.balance,
-        storage_root: a.storage_root,
-        code_hash: a.code_hash,
-    }
 }
 
 /// Walks two ascending streams; where both hold a key, the overlay wins.

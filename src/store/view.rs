@@ -174,6 +174,15 @@ impl ChainView for Store {
         Ok(Store::proof(self, number, address, keys)?)
     }
 
+    fn trie_account(
+        &self,
+        number: u64,
+        address: alloy::primitives::Address,
+    ) -> RpcResult<Option<alloy::consensus::TrieAccount>> {
+        let account = self.state_after(number)?.account(&address)?;
+        Ok(account.map(|account| account.trie_account()))
+    }
+
     fn execution_witness(&self, number: u64) -> RpcResult<simnode_api::ExecutionWitness> {
         crate::exec::witness::execution_witness(self, number)
             .map_err(|err| RpcError::Internal(err.to_string()))

@@ -15,7 +15,7 @@ use simnode_api::StateChanges;
 
 use super::{
     codec::hash_address,
-    proof::{check_storage_root, slots_at, trie_account, StateTables},
+    proof::{check_storage_root, slots_at, StateTables},
     Store, StoreError,
 };
 use crate::exec::witness::Reads;
@@ -49,7 +49,7 @@ impl Store {
             .map(|(address, _)| hash_address(address));
         let leaves = accounts
             .iter()
-            .map(|(k, a)| (*k, alloy::rlp::encode(trie_account(a))));
+            .map(|(k, a)| (*k, alloy::rlp::encode(a.trie_account())));
         let root = walked_nodes(leaves, &read, &deleted, created, &mut nodes);
         if root != header.state_root {
             return Err(StoreError::StateRoot {

@@ -115,6 +115,20 @@ pub trait ChainView: Send + Sync {
         ))
     }
 
+    /// Account `address` as the state trie holds it after canonical block `number` (nonce,
+    /// balance, storage root, code hash); `None` where it does not exist (`eth_getAccount`).
+    /// Views without tries do not offer it.
+    fn trie_account(
+        &self,
+        number: u64,
+        address: Address,
+    ) -> RpcResult<Option<alloy::consensus::TrieAccount>> {
+        let _ = (number, address);
+        Err(crate::RpcError::MethodNotAvailable(
+            "eth_getAccount is not available on this chain view".into(),
+        ))
+    }
+
     /// What a stateless client needs to re-execute canonical block `number` (not genesis):
     /// `debug_executionWitness`. Views without tries do not offer it.
     fn execution_witness(&self, number: u64) -> RpcResult<ExecutionWitness> {

@@ -95,6 +95,22 @@ pub trait EthApi {
 
     #[method(name = "eth_getBalance")]
     fn balance(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<U256>;
+    /// The account's trie leaf (reth's and hosted providers' method): null where it does not
+    /// exist.
+    #[method(name = "eth_getAccount")]
+    fn account(
+        &self,
+        address: Address,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<Option<alloy::rpc::types::Account>>;
+    /// Balance, nonce and code in one call (reth's method): zeros and `0x` where the account
+    /// does not exist.
+    #[method(name = "eth_getAccountInfo")]
+    fn account_info(
+        &self,
+        address: Address,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<alloy::rpc::types::AccountInfo>;
     #[method(name = "eth_getCode")]
     fn code(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<Bytes>;
     #[method(name = "eth_getStorageAt")]
@@ -465,19 +481,36 @@ impl EthApiServer for Eth {
         })?)
     }
 
-    fn code(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<Bytes> {
+    fn account(
+        &self,
+        address: Address,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<Option<alloy::rpc::types::Account>> {
+        let number = self.state_block(block)?;
+        Ok(self.ctx.chain.trie_account(number, address)?)
+    }
+
+    fn account_info(
+        &self,
+        address: Address,
+        block: Option<BlockParam>,
+    ) -> JsonRpcResult<alloy::rpc::types::AccountInfo> {
         Ok(self.state_value(block, |s| {
             let Some(info) = s.basic_ref(address)? else {
-                return Ok(Bytes::new());
+                return Ok(alloy::rpc::types::AccountInfo::default());
             };
-            if info.code_hash == revm::primitives::KECCAK_EMPTY {
-                return Ok(Bytes::new());
-            }
-            let code = match info.code {
-                Some(code) => code,
-                None => s.code_by_hash_ref(info.code_hash)?,
-            };
-            Ok(code.original_bytes())
+            Ok(alloy::rpc::types::AccountInfo {
+                balance: info.balance,
+                nonce: info.nonce,
+                code: code_of(s, info)?,
+            })
+        })?)
+    }
+
+    fn code(&self, address: Address, block: Option<BlockParam>) -> JsonRpcResult<Bytes> {
+        Ok(self.state_value(block, |s| match s.basic_ref(address)? {
+            Some(info) => code_of(s, info),
+            None => Ok(Bytes::new()),
         })?)
     }
 
@@ -725,6 +758,18 @@ impl EthApiServer for Eth {
     }
 }
 
+/// The code of an account the state holds.
+fn code_of(state: &simnode_api::StateRef, info: revm::state::AccountInfo) -> RpcResult<Bytes> {
+    if info.code_hash == revm::primitives::KECCAK_EMPTY {
+        return Ok(Bytes::new());
+    }
+    let code = match info.code {
+        Some(code) => code,
+        None => state.code_by_hash_ref(info.code_hash)?,
+    };
+    Ok(code.original_bytes())
+}
+
 /// The receipt of a mined transaction, from the store (None: not in a canonical block).
 fn stored_receipt(ctx: &ModuleContext, hash: B256) -> RpcResult<Option<TransactionReceipt>> {
     let Some(loc) = ctx.chain.transaction_location(&hash)? else {
@@ -760,6 +805,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_getTransactionByBlockNumberAndIndex", 2),
     ("eth_getTransactionReceipt", 1),
     ("eth_getBalance", 2),
+    ("eth_getAccount", 2),
+    ("eth_getAccountInfo", 2),
     ("eth_getCode", 2),
     ("eth_getStorageAt", 3),
     ("eth_getStorageValues", 2),
