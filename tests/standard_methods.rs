@@ -1,7 +1,7 @@
 //! Standard methods the shared fixtures do not cover, checked against the execution-apis chain
 //! itself: the uncle methods (the chain's proof-of-work blocks carry uncles) and what the node
 //! says about itself (`eth_accounts` and signing without keys, `net_listening`,
-//! `net_peerCount`, `web3_sha3`).
+//! `net_peerCount`, `web3_sha3`), and geth's raw transactions by block and index.
 
 mod support;
 
@@ -104,5 +104,55 @@ fn the_node_says_what_it_is() {
             -32601,
             "{method}"
         );
+    }
+}
+
+/// geth's eth_getRawTransactionByBlockHashAndIndex / ByBlockNumberAndIndex: every transaction
+/// of the chain, by its block's number and hash, is the raw transaction eth_getRawTransactionByHash
+/// gives for its hash (and hashes to it); past the last index and for unknown blocks, `0x`.
+#[test]
+fn raw_transactions_by_block_and_index() {
+    let node =
+        Node::execution_apis(&["--rpc.rate-limit", "1000000", "--rpc.rate-burst", "1000000"]);
+    let head = node.result("eth_blockNumber", json!([]));
+    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let mut seen = 0;
+    for number in 0..=head {
+        let tag = format!("{number:#x}");
+        let block = node.result("eth_getBlockByNumber", json!([tag, false]));
+        let hashes = block["transactions"].as_array().expect("hashes").clone();
+        for i in 0..=hashes.len() {
+            let index = format!("{i:#x}");
+            let by_number = node.result(
+                "eth_getRawTransactionByBlockNumberAndIndex",
+                json!([tag, index]),
+            );
+            let by_hash = node.result(
+                "eth_getRawTransactionByBlockHashAndIndex",
+                json!([block["hash"], index]),
+            );
+            assert_eq!(by_number, by_hash, "block {number} index {i}");
+            match hashes.get(i) {
+                Some(hash) => {
+                    let raw = node.result("eth_getRawTransactionByHash", json!([hash]));
+                    assert_eq!(by_number, raw, "block {number} index {i}");
+                    let bytes = alloy::hex::decode(raw.as_str().expect("hex")).expect("hex");
+                    assert_eq!(json!(alloy::primitives::keccak256(bytes)), *hash);
+                    seen += 1;
+                }
+                None => assert_eq!(by_number, "0x", "block {number} index {i}"),
+            }
+        }
+    }
+    assert!(seen > 50, "only {seen} transactions");
+    let unknown = format!("0x{}", "ab".repeat(32));
+    for (method, block) in [
+        (
+            "eth_getRawTransactionByBlockNumberAndIndex",
+            json!("0x10000"),
+        ),
+        ("eth_getRawTransactionByBlockHashAndIndex", json!(unknown)),
+    ] {
+        assert_eq!(node.result(method, json!([block, "0x0"])), "0x", "{method}");
     }
 }

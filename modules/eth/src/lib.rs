@@ -90,6 +90,19 @@ pub trait EthApi {
         block: BlockParam,
         index: U64,
     ) -> JsonRpcResult<Option<Transaction>>;
+    /// geth's: the transaction's EIP-2718 bytes, `0x` where the block or index has none.
+    #[method(name = "eth_getRawTransactionByBlockHashAndIndex")]
+    fn raw_transaction_by_block_hash_and_index(
+        &self,
+        hash: B256,
+        index: U64,
+    ) -> JsonRpcResult<Bytes>;
+    #[method(name = "eth_getRawTransactionByBlockNumberAndIndex")]
+    fn raw_transaction_by_block_number_and_index(
+        &self,
+        block: BlockParam,
+        index: U64,
+    ) -> JsonRpcResult<Bytes>;
     #[method(name = "eth_getTransactionReceipt")]
     fn transaction_receipt(&self, hash: B256) -> JsonRpcResult<Option<TransactionReceipt>>;
 
@@ -471,6 +484,24 @@ impl EthApiServer for Eth {
             .map(|b| rpc_block::transaction(&b, index)))
     }
 
+    fn raw_transaction_by_block_hash_and_index(
+        &self,
+        hash: B256,
+        index: U64,
+    ) -> JsonRpcResult<Bytes> {
+        let number = self.ctx.chain.block_number(&hash)?;
+        Ok(raw_transaction_at(self.block_at(number)?, index))
+    }
+
+    fn raw_transaction_by_block_number_and_index(
+        &self,
+        block: BlockParam,
+        index: U64,
+    ) -> JsonRpcResult<Bytes> {
+        let number = self.resolve(&block)?;
+        Ok(raw_transaction_at(self.block_at(number)?, index))
+    }
+
     fn transaction_receipt(&self, hash: B256) -> JsonRpcResult<Option<TransactionReceipt>> {
         Ok(stored_receipt(&self.ctx, hash)?)
     }
@@ -758,6 +789,20 @@ impl EthApiServer for Eth {
     }
 }
 
+/// Transaction `index` of `block` as EIP-2718 bytes; empty where there is none (geth's answer).
+fn raw_transaction_at(block: Option<Arc<StoredBlock>>, index: U64) -> Bytes {
+    use alloy::eips::Encodable2718;
+    let index = usize::try_from(index.to::<u64>()).unwrap_or(usize::MAX);
+    block
+        .and_then(|b| {
+            b.body
+                .transactions
+                .get(index)
+                .map(|tx| tx.encoded_2718().into())
+        })
+        .unwrap_or_default()
+}
+
 /// The code of an account the state holds.
 fn code_of(state: &simnode_api::StateRef, info: revm::state::AccountInfo) -> RpcResult<Bytes> {
     if info.code_hash == revm::primitives::KECCAK_EMPTY {
@@ -803,6 +848,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_getRawTransactionByHash", 1),
     ("eth_getTransactionByBlockHashAndIndex", 2),
     ("eth_getTransactionByBlockNumberAndIndex", 2),
+    ("eth_getRawTransactionByBlockHashAndIndex", 2),
+    ("eth_getRawTransactionByBlockNumberAndIndex", 2),
     ("eth_getTransactionReceipt", 1),
     ("eth_getBalance", 2),
     ("eth_getAccount", 2),
