@@ -142,6 +142,13 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         ("evm_setNextBlockTimestamp", json!(["0xffffffff"])),
         ("evm_snapshot", json!([])),
         ("evm_revert", json!(["0x1"])),
+        ("ots_getBlockTransactions", json!([1, 0, 10])),
+        ("ots_searchTransactionsBefore", json!([dev[0], 0, 5])),
+        ("ots_searchTransactionsAfter", json!([to, 0, 5])),
+        ("ots_getTransactionBySenderAndNonce", json!([dev[0], 1])),
+        ("ots_getContractCreator", json!([to])),
+        ("ots_getBlockDetails", json!([1])),
+        ("ots_hasCode", json!([to, "latest"])),
         ("eth_getBlockByNumber", json!(["safe", false])),
         ("eth_getBalance", json!([dev[0], "finalized"])),
     ]

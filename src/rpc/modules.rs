@@ -12,6 +12,7 @@ pub const MODULE_METHOD_PARAMS: &[MethodParams] = &[
     simnode_trace::METHOD_PARAMS,
     simnode_debug::METHOD_PARAMS,
     simnode_txpool::METHOD_PARAMS,
+    simnode_otterscan::METHOD_PARAMS,
 ];
 
 /// All methods simnode serves. Registering a module is one `merge` here and its table in
@@ -37,5 +38,8 @@ pub fn all_modules(ctx: &ModuleContext) -> anyhow::Result<Methods> {
     methods
         .merge(simnode_txpool::rpc_module(ctx.clone()))
         .context("registering the txpool module")?;
+    methods
+        .merge(simnode_otterscan::rpc_module(ctx.clone()))
+        .context("registering the otterscan module")?;
     Ok(methods)
 }

@@ -8,6 +8,7 @@
 pub mod block_id;
 pub mod call;
 pub mod chain_spec;
+pub mod count;
 pub mod error;
 pub mod events;
 pub mod guard;

@@ -207,7 +207,7 @@ pub trait EthApi {
     async fn send_raw_transaction_sync(
         &self,
         raw: Bytes,
-        wait_ms: Option<send_sync::WaitMs>,
+        wait_ms: Option<simnode_api::count::Count>,
     ) -> JsonRpcResult<TransactionReceipt>;
 
     /// EIP-7910: the fork configuration in force, the next and the last scheduled.
@@ -755,7 +755,7 @@ impl EthApiServer for Eth {
     async fn send_raw_transaction_sync(
         &self,
         raw: Bytes,
-        wait_ms: Option<send_sync::WaitMs>,
+        wait_ms: Option<simnode_api::count::Count>,
     ) -> JsonRpcResult<TransactionReceipt> {
         let wait = self.ctx.limits.tx_sync_wait(wait_ms.map(|w| w.0));
         send_sync::send_and_wait(&self.ctx, &raw, wait).await

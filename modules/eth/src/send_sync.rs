@@ -10,12 +10,7 @@
 
 use std::time::Duration;
 
-use alloy::{
-    primitives::{B256, U64},
-    rpc::types::TransactionReceipt,
-};
-use serde::{Deserialize, Deserializer};
-use serde_json::Value;
+use alloy::{primitives::B256, rpc::types::TransactionReceipt};
 use simnode_api::{ChainEvent, ModuleContext, RpcError, RpcResult};
 use tokio::{
     sync::broadcast::error::RecvError,
@@ -23,25 +18,6 @@ use tokio::{
 };
 
 use crate::send;
-
-/// The wait a request asks for, in milliseconds: a JSON number, as geth reads it and viem sends
-/// it, or a quantity string (hex, or decimal as alloy's quantities parse).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WaitMs(pub u64);
-
-impl<'de> Deserialize<'de> for WaitMs {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        const WANT: &str = "a wait in milliseconds: a non-negative integer or a hex quantity";
-        match Value::deserialize(deserializer)? {
-            Value::Number(n) => n.as_u64().map(Self).ok_or_else(|| D::Error::custom(WANT)),
-            Value::String(s) => serde_json::from_value::<U64>(Value::String(s))
-                .map(|q| Self(q.to::<u64>()))
-                .map_err(|_| D::Error::custom(WANT)),
-            _ => Err(D::Error::custom(WANT)),
-        }
-    }
-}
 
 /// Whether the event adds a block that carries the transaction `hash`.
 fn carries(event: &ChainEvent, hash: &B256) -> bool {
@@ -91,29 +67,6 @@ async fn wait_for_receipt(
                     return Err(RpcError::internal("the node stopped following its chain"))
                 }
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn waits_are_numbers_or_hex_quantities() {
-        let parse = |v: Value| serde_json::from_value::<WaitMs>(v).map(|w| w.0);
-        assert_eq!(parse(json!(1500)).unwrap(), 1500);
-        assert_eq!(parse(json!("0x5dc")).unwrap(), 1500);
-        assert_eq!(parse(json!(0)).unwrap(), 0);
-        for bad in [
-            json!(-1),
-            json!(1.5),
-            json!("soon"),
-            json!(true),
-            json!([1]),
-        ] {
-            assert!(parse(bad.clone()).is_err(), "{bad}");
         }
     }
 }

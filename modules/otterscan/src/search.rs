@@ -1,0 +1,229 @@
+//! Looking things up across blocks without an index: an address's transactions (blocks walked
+//! and traced one by one), a sender's transaction by nonce and a contract's creator (the state
+//! history bisected, then one block looked into).
+
+use std::{sync::Arc, time::Instant};
+
+use alloy::{
+    primitives::{Address, B256},
+    rpc::types::trace::otterscan::{ContractCreator, TransactionsWithReceipts},
+};
+use revm::DatabaseRef;
+use revm_inspectors::tracing::types::CallKind;
+use simnode_api::{call::Bounds, rpc_block, ModuleContext, RpcError, RpcResult, StoredBlock};
+
+use crate::{ots_receipt, replay};
+
+/// The indexes of `block`'s transactions that touch `address`: sent by it, or with a frame
+/// (the transaction's own or an inner call, a creation, a self-destruct) from or to it.
+fn touching(
+    ctx: &ModuleContext,
+    block: &StoredBlock,
+    address: Address,
+    bounds: &Bounds,
+) -> RpcResult<Vec<usize>> {
+    let replayed = replay::block(ctx, block, bounds)?;
+    Ok(replayed
+        .iter()
+        .enumerate()
+        .filter(|(index, replayed)| {
+            block.senders.get(*index) == Some(&address)
+                || replayed.frames.iter().any(|frame| {
+                    frame.caller == address
+                        || frame.address == address
+                        || frame.selfdestruct_refund_target == Some(address)
+                })
+        })
+        .map(|(index, _)| index)
+        .collect())
+}
+
+/// Matching transactions: a block and an index in it.
+type Found = Vec<(Arc<StoredBlock>, usize)>;
+
+/// Walks blocks in `numbers` until `page_size` matching transactions are found (whole blocks:
+/// a page may hold more). Returns the matches, newest first, and whether the walk ran out of
+/// blocks (rather than stopping on a full page or at the deadline with something to show).
+fn walk(
+    ctx: &ModuleContext,
+    address: Address,
+    numbers: impl Iterator<Item = u64>,
+    page_size: usize,
+    bounds: &Bounds,
+) -> RpcResult<(Found, bool)> {
+    let mut found = Vec::new();
+    for number in numbers {
+        if Instant::now() >= bounds.deadline {
+            if found.is_empty() {
+                return Err(bounds.timed_out());
+            }
+            return Ok((found, false));
+        }
+        let Some(block) = ctx.chain.block(number)? else {
+            break;
+        };
+        if block.body.transactions.is_empty() {
+            continue;
+        }
+        for index in touching(ctx, &block, address, bounds)? {
+            found.push((block.clone(), index));
+        }
+        if found.len() >= page_size {
+            return Ok((found, false));
+        }
+    }
+    Ok((found, true))
+}
+
+/// The transactions and receipts of `found` (newest first) in Otterscan's form.
+fn page(
+    ctx: &ModuleContext,
+    mut found: Found,
+    first_page: bool,
+    last_page: bool,
+) -> RpcResult<TransactionsWithReceipts> {
+    found.sort_by_key(|(block, index)| std::cmp::Reverse((block.number(), *index)));
+    let mut txs = Vec::with_capacity(found.len());
+    let mut receipts = Vec::with_capacity(found.len());
+    for (block, index) in found {
+        let stored = ctx.chain.receipts(block.number())?.ok_or_else(|| {
+            RpcError::Internal(format!("block {} has no receipts", block.number()))
+        })?;
+        let receipt = simnode_receipts::build_receipt(&ctx.spec, &block, &stored, index)?
+            .ok_or_else(|| {
+                RpcError::Internal(format!("block {} lacks receipt {index}", block.number()))
+            })?;
+        receipts.push(ots_receipt(&receipt, Some(block.header.timestamp)));
+        txs.push(rpc_block::transaction(&block, index));
+    }
+    Ok(TransactionsWithReceipts {
+        txs,
+        receipts,
+        first_page,
+        last_page,
+    })
+}
+
+/// `ots_searchTransactionsBefore`: blocks before `block` (0: from the head down), newest first.
+pub fn before(
+    ctx: &ModuleContext,
+    address: Address,
+    block: u64,
+    page_size: usize,
+    bounds: &Bounds,
+) -> RpcResult<TransactionsWithReceipts> {
+    let head = ctx.chain.head().latest;
+    let (top, first_page) = match block {
+        0 => (head, true),
+        b if b > head => (head, true),
+        b => (b - 1, false),
+    };
+    // Genesis holds no transactions.
+    let (found, ran_out) = walk(ctx, address, (1..=top).rev(), page_size, bounds)?;
+    page(ctx, found, first_page, ran_out)
+}
+
+/// `ots_searchTransactionsAfter`: blocks after `block` (0: from genesis up), the page newest
+/// first as well.
+pub fn after(
+    ctx: &ModuleContext,
+    address: Address,
+    block: u64,
+    page_size: usize,
+    bounds: &Bounds,
+) -> RpcResult<TransactionsWithReceipts> {
+    let head = ctx.chain.head().latest;
+    let (found, ran_out) = walk(
+        ctx,
+        address,
+        block.saturating_add(1).max(1)..=head,
+        page_size,
+        bounds,
+    )?;
+    page(ctx, found, ran_out, block == 0)
+}
+
+/// The smallest block in `1..=head` after which `holds` is true, given that it is false after
+/// block 0 and true after `head`, and stays true once true.
+fn first_block_where(head: u64, mut holds: impl FnMut(u64) -> RpcResult<bool>) -> RpcResult<u64> {
+    let (mut lo, mut hi) = (1, head);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid)? {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(lo)
+}
+
+/// `ots_getTransactionBySenderAndNonce`: the sender's nonce only grows, so the block whose
+/// state first has it past `nonce` holds the transaction (if a transaction used that nonce at
+/// all: an EIP-7702 authorization also moves it).
+pub fn by_sender_and_nonce(
+    ctx: &ModuleContext,
+    sender: Address,
+    nonce: u64,
+) -> RpcResult<Option<B256>> {
+    let head = ctx.chain.head().latest;
+    let nonce_after = |number: u64| -> RpcResult<u64> {
+        let state = ctx.chain.state_at(number)?;
+        Ok(state
+            .basic_ref(sender)
+            .map_err(RpcError::from)?
+            .map_or(0, |account| account.nonce))
+    };
+    if nonce_after(head)? <= nonce || nonce_after(0)? > nonce {
+        return Ok(None);
+    }
+    let number = first_block_where(head, |number| Ok(nonce_after(number)? > nonce))?;
+    let Some(block) = ctx.chain.block(number)? else {
+        return Ok(None);
+    };
+    for (tx, from) in block.body.transactions.iter().zip(&block.senders) {
+        if *from == sender && alloy::consensus::Transaction::nonce(tx) == nonce {
+            return Ok(Some(*tx.tx_hash()));
+        }
+    }
+    Ok(None)
+}
+
+/// `ots_getContractCreator`: the block whose state first holds code at `address`, and in it the
+/// creation frame that put it there (its transaction, and who ran the CREATE). Contracts of
+/// the genesis state have no creator.
+pub fn creator(
+    ctx: &ModuleContext,
+    address: Address,
+    bounds: &Bounds,
+) -> RpcResult<Option<ContractCreator>> {
+    let head = ctx.chain.head().latest;
+    let has_code = |number: u64| -> RpcResult<bool> {
+        let state = ctx.chain.state_at(number)?;
+        Ok(state
+            .basic_ref(address)
+            .map_err(RpcError::from)?
+            .is_some_and(|account| account.code_hash != revm::primitives::KECCAK_EMPTY))
+    };
+    if !has_code(head)? || has_code(0)? {
+        return Ok(None);
+    }
+    let number = first_block_where(head, has_code)?;
+    let Some(block) = ctx.chain.block(number)? else {
+        return Ok(None);
+    };
+    for (index, replayed) in replay::block(ctx, &block, bounds)?.into_iter().enumerate() {
+        let created = replayed.frames.iter().rev().find(|frame| {
+            frame.success
+                && frame.address == address
+                && matches!(frame.kind, CallKind::Create | CallKind::Create2)
+        });
+        if let Some(frame) = created {
+            return Ok(Some(ContractCreator {
+                hash: *block.body.transactions[index].tx_hash(),
+                creator: frame.caller,
+            }));
+        }
+    }
+    Ok(None)
+}
