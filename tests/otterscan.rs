@@ -301,3 +301,22 @@ fn block_details_match_the_rewards_and_receipts() {
     }
     assert!(with_uncles > 0, "no block with uncles was checked");
 }
+
+/// An address search that reaches `--rpc.evm-timeout` with nothing found says so (-32016)
+/// rather than answering an empty page that would claim there is nothing.
+#[test]
+fn a_search_past_the_deadline_is_a_timeout() {
+    let node = Node::start(
+        TempDir::new("otterscan-deadline"),
+        Path::new("dev"),
+        &["--dev", "--rpc.evm-timeout", "0"],
+    );
+    mined(&node, tx(0, Some(X), 7, ""));
+    for method in [
+        "ots_searchTransactionsBefore",
+        "ots_searchTransactionsAfter",
+    ] {
+        let r = node.call(method, json!([X, 0, 10]));
+        assert_eq!(r["error"]["code"], -32016, "{method}: {r}");
+    }
+}

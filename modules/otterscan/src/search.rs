@@ -65,9 +65,13 @@ fn walk(
         if block.body.transactions.is_empty() {
             continue;
         }
-        for index in touching(ctx, &block, address, bounds)? {
-            found.push((block.clone(), index));
-        }
+        let hits = match touching(ctx, &block, address, bounds) {
+            Ok(hits) => hits,
+            // The deadline came inside this block: answer with the blocks walked so far.
+            Err(RpcError::Timeout(_)) if !found.is_empty() => return Ok((found, false)),
+            Err(err) => return Err(err),
+        };
+        found.extend(hits.into_iter().map(|index| (block.clone(), index)));
         if found.len() >= page_size {
             return Ok((found, false));
         }
