@@ -1,6 +1,7 @@
 //! Otterscan's ots_* methods end to end on a dev node whose blocks hold what a block explorer
 //! shows: a contract creation, a call that forwards value (an internal transfer), a creation
-//! inside a creation, a revert with data, a plain transfer and a block of three transactions.
+//! inside a creation, a revert with data, a plain transfer and a block of three transactions
+//! (and reth's eth_getTransactionBySenderAndNonce, which shares the sender-and-nonce lookup).
 
 mod support;
 
@@ -235,6 +236,22 @@ fn otterscan_sees_what_the_blocks_did() {
     }
     assert_eq!(
         node.result("ots_getTransactionBySenderAndNonce", json!([ADDR0, "0x64"])),
+        Value::Null
+    );
+    // reth's eth_getTransactionBySenderAndNonce: the whole transaction, mined or pooled.
+    let mined_tx = node.result("eth_getTransactionBySenderAndNonce", json!([ADDR0, "0x4"]));
+    assert_eq!(
+        mined_tx,
+        node.result("eth_getTransactionByHash", json!([revert]))
+    );
+    let gapped = node.result("eth_sendRawTransaction", json!([tx(10, Some(X), 1, "")]));
+    let pooled = node.result("eth_getTransactionBySenderAndNonce", json!([ADDR0, 10]));
+    assert_eq!(
+        (pooled["hash"].clone(), pooled["blockNumber"].clone()),
+        (gapped, Value::Null)
+    );
+    assert_eq!(
+        node.result("eth_getTransactionBySenderAndNonce", json!([ADDR0, 9])),
         Value::Null
     );
     assert_eq!(

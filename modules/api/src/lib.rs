@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod guard;
 pub mod limits;
+pub mod lookup;
 pub mod offload;
 pub mod pool;
 pub mod raw_answer;

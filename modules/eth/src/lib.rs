@@ -90,6 +90,13 @@ pub trait EthApi {
         block: BlockParam,
         index: U64,
     ) -> JsonRpcResult<Option<Transaction>>;
+    /// reth's: the sender's transaction with that nonce, mined or waiting in the pool.
+    #[method(name = "eth_getTransactionBySenderAndNonce")]
+    fn transaction_by_sender_and_nonce(
+        &self,
+        sender: Address,
+        nonce: simnode_api::count::Count,
+    ) -> JsonRpcResult<Option<Transaction>>;
     /// geth's: the transaction's EIP-2718 bytes, `0x` where the block or index has none.
     #[method(name = "eth_getRawTransactionByBlockHashAndIndex")]
     fn raw_transaction_by_block_hash_and_index(
@@ -484,6 +491,27 @@ impl EthApiServer for Eth {
             .map(|b| rpc_block::transaction(&b, index)))
     }
 
+    fn transaction_by_sender_and_nonce(
+        &self,
+        sender: Address,
+        nonce: simnode_api::count::Count,
+    ) -> JsonRpcResult<Option<Transaction>> {
+        if let Some((_, hash)) =
+            simnode_api::lookup::mined_by_sender_and_nonce(&self.ctx, sender, nonce.0)?
+        {
+            return self.transaction_by_hash(hash);
+        }
+        Ok(self
+            .ctx
+            .pool
+            .pending()
+            .into_iter()
+            .find(|tx| {
+                tx.signer() == sender && alloy::consensus::Transaction::nonce(tx.inner()) == nonce.0
+            })
+            .map(|tx| Transaction::from_transaction(tx, TransactionInfo::default())))
+    }
+
     fn raw_transaction_by_block_hash_and_index(
         &self,
         hash: B256,
@@ -848,6 +876,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_getRawTransactionByHash", 1),
     ("eth_getTransactionByBlockHashAndIndex", 2),
     ("eth_getTransactionByBlockNumberAndIndex", 2),
+    ("eth_getTransactionBySenderAndNonce", 2),
     ("eth_getRawTransactionByBlockHashAndIndex", 2),
     ("eth_getRawTransactionByBlockNumberAndIndex", 2),
     ("eth_getTransactionReceipt", 1),

@@ -10,7 +10,9 @@ use alloy::{
 };
 use revm::DatabaseRef;
 use revm_inspectors::tracing::types::CallKind;
-use simnode_api::{call::Bounds, rpc_block, ModuleContext, RpcError, RpcResult, StoredBlock};
+use simnode_api::{
+    call::Bounds, lookup, rpc_block, ModuleContext, RpcError, RpcResult, StoredBlock,
+};
 
 use crate::{ots_receipt, replay};
 
@@ -147,50 +149,13 @@ pub fn after(
     page(ctx, found, ran_out, block == 0)
 }
 
-/// The smallest block in `1..=head` after which `holds` is true, given that it is false after
-/// block 0 and true after `head`, and stays true once true.
-fn first_block_where(head: u64, mut holds: impl FnMut(u64) -> RpcResult<bool>) -> RpcResult<u64> {
-    let (mut lo, mut hi) = (1, head);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if holds(mid)? {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    Ok(lo)
-}
-
-/// `ots_getTransactionBySenderAndNonce`: the sender's nonce only grows, so the block whose
-/// state first has it past `nonce` holds the transaction (if a transaction used that nonce at
-/// all: an EIP-7702 authorization also moves it).
+/// `ots_getTransactionBySenderAndNonce`: the hash of the sender's mined transaction.
 pub fn by_sender_and_nonce(
     ctx: &ModuleContext,
     sender: Address,
     nonce: u64,
 ) -> RpcResult<Option<B256>> {
-    let head = ctx.chain.head().latest;
-    let nonce_after = |number: u64| -> RpcResult<u64> {
-        let state = ctx.chain.state_at(number)?;
-        Ok(state
-            .basic_ref(sender)
-            .map_err(RpcError::from)?
-            .map_or(0, |account| account.nonce))
-    };
-    if nonce_after(head)? <= nonce || nonce_after(0)? > nonce {
-        return Ok(None);
-    }
-    let number = first_block_where(head, |number| Ok(nonce_after(number)? > nonce))?;
-    let Some(block) = ctx.chain.block(number)? else {
-        return Ok(None);
-    };
-    for (tx, from) in block.body.transactions.iter().zip(&block.senders) {
-        if *from == sender && alloy::consensus::Transaction::nonce(tx) == nonce {
-            return Ok(Some(*tx.tx_hash()));
-        }
-    }
-    Ok(None)
+    Ok(lookup::mined_by_sender_and_nonce(ctx, sender, nonce)?.map(|(_, hash)| hash))
 }
 
 /// `ots_getContractCreator`: the block whose state first holds code at `address`, and in it the
@@ -212,7 +177,7 @@ pub fn creator(
     if !has_code(head)? || has_code(0)? {
         return Ok(None);
     }
-    let number = first_block_where(head, has_code)?;
+    let number = lookup::first_block_where(head, has_code)?;
     let Some(block) = ctx.chain.block(number)? else {
         return Ok(None);
     };
