@@ -254,6 +254,28 @@ fn otterscan_sees_what_the_blocks_did() {
         node.result("eth_getTransactionBySenderAndNonce", json!([ADDR0, 9])),
         Value::Null
     );
+
+    // Undone effects are no internal operations: a wrapper calls the payer with its value (the
+    // payer forwards it), then reverts; every frame but the wrapper's succeeded.
+    let runtime = format!("5f5f5f5f3473{}5af1505f5ffd", alloy::hex::encode(payer));
+    assert_eq!(runtime.len(), 64);
+    let (_, wrapper_deploy) = mined(&node, tx(9, None, 0, &format!("7f{runtime}5f5260205ff3")));
+    let wrapper: Address =
+        serde_json::from_value(wrapper_deploy["contractAddress"].clone()).expect("address");
+    let (undone, undone_receipt) = mined(&node, tx(11, Some(wrapper), 5, ""));
+    assert_eq!(undone_receipt["status"], "0x0");
+    let trace = node.result("ots_traceTransaction", json!([undone]));
+    assert_eq!(trace.as_array().map(Vec::len), Some(3), "{trace}");
+    assert_eq!(
+        node.result("ots_getInternalOperations", json!([undone])),
+        json!([])
+    );
+
+    // Genesis: no transactions, no fees, no issuance.
+    let genesis = node.result("ots_getBlockDetails", json!([0]));
+    assert_eq!(genesis["block"]["transactionCount"], 0, "{genesis}");
+    assert_eq!(genesis["totalFees"], "0x0");
+    assert_eq!(genesis["issuance"]["issuance"], "0x0");
     assert_eq!(
         node.result("ots_getContractCreator", json!([payer])),
         json!({"hash": deploy, "creator": lower(ADDR0)})

@@ -31,7 +31,7 @@ use alloy::{
 use alloy_evm::block::calc;
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
 use revm::{context::result::ExecutionResult, DatabaseRef};
-use revm_inspectors::tracing::types::{CallKind, CallTrace};
+use revm_inspectors::tracing::types::CallKind;
 use simnode_api::{
     call::Bounds, count::Count, rpc_block, BlockParam, KnownTransaction, ModuleContext, RpcError,
     RpcResult, StoredBlock,
@@ -151,9 +151,8 @@ impl Otterscan {
         let Some(block) = block else {
             return Ok(None);
         };
-        let receipts = self.ctx.chain.receipts(block.number())?.ok_or_else(|| {
-            RpcError::Internal(format!("block {} has no receipts", block.number()))
-        })?;
+        // Genesis has no receipts stored, nor transactions to pay fees.
+        let receipts = self.ctx.chain.receipts(block.number())?.unwrap_or_default();
         let total_fees = total_fees(&block, &receipts);
         Ok(Some(BlockDetails::new(
             rpc_block::block(&block, false),
@@ -317,9 +316,9 @@ fn checked_page_size(page_size: Count) -> RpcResult<u64> {
 
 /// The call tree as Otterscan draws it: every frame, the transaction's own at depth 0, with
 /// `value` only for the kinds that move it (not STATICCALL or DELEGATECALL).
-pub fn trace_entries(frames: &[CallTrace]) -> Vec<TraceEntry> {
+fn trace_entries(frames: &[replay::Frame]) -> Vec<TraceEntry> {
     let mut entries = Vec::with_capacity(frames.len());
-    for frame in frames {
+    for frame in frames.iter().map(|frame| &frame.call) {
         let moves_value = !matches!(frame.kind, CallKind::StaticCall | CallKind::DelegateCall);
         entries.push(TraceEntry {
             r#type: frame.kind.to_string(),
@@ -349,10 +348,15 @@ pub fn trace_entries(frames: &[CallTrace]) -> Vec<TraceEntry> {
 }
 
 /// What moved inside a transaction (not its own frame): value sent by inner calls, contracts
-/// created, self-destructs. Reverted frames are left out, as their effects were.
-pub fn internal_operations(frames: &[CallTrace]) -> Vec<InternalOperation> {
+/// created, self-destructs. Frames whose effects were undone (by their own revert or an outer
+/// frame's) are left out: they moved nothing.
+fn internal_operations(frames: &[replay::Frame]) -> Vec<InternalOperation> {
     let mut ops = Vec::new();
-    for frame in frames.iter().filter(|frame| frame.success) {
+    for frame in frames
+        .iter()
+        .filter(|frame| frame.kept)
+        .map(|frame| &frame.call)
+    {
         let kind = match frame.kind {
             CallKind::Create => Some(OperationType::OpCreate),
             CallKind::Create2 => Some(OperationType::OpCreate2),

@@ -17,8 +17,14 @@ use simnode_api::{
 /// One transaction run again: its call frames in execution order (the transaction's own frame
 /// first, at depth 0) and its result.
 pub struct Replayed {
-    pub frames: Vec<CallTrace>,
+    pub frames: Vec<Frame>,
     pub result: ExecutionResult<HaltReason>,
+}
+
+/// A call frame, and whether its effects stand: it succeeded, and so did every frame around it.
+pub struct Frame {
+    pub call: CallTrace,
+    pub kept: bool,
 }
 
 /// Transaction `index` of `block`, traced on the state its block gave it.
@@ -77,12 +83,15 @@ fn traced(
         (Err(err), _) => return Err(replay::failed_tx(err, index)),
     };
     db.commit(outcome.state);
-    let frames = tracer
-        .into_traces()
-        .into_nodes()
-        .into_iter()
-        .map(|node| node.trace)
-        .collect();
+    // Nodes come parents first, so one pass settles whether each frame's effects stand.
+    let mut frames: Vec<Frame> = Vec::new();
+    for node in tracer.into_traces().into_nodes() {
+        let parent_kept = node.parent.is_none_or(|parent| frames[parent].kept);
+        frames.push(Frame {
+            kept: parent_kept && node.trace.success,
+            call: node.trace,
+        });
+    }
     Ok(Replayed {
         frames,
         result: outcome.result,

@@ -30,10 +30,10 @@ fn touching(
         .enumerate()
         .filter(|(index, replayed)| {
             block.senders.get(*index) == Some(&address)
-                || replayed.frames.iter().any(|frame| {
-                    frame.caller == address
-                        || frame.address == address
-                        || frame.selfdestruct_refund_target == Some(address)
+                || replayed.frames.iter().map(|frame| &frame.call).any(|call| {
+                    call.caller == address
+                        || call.address == address
+                        || call.selfdestruct_refund_target == Some(address)
                 })
         })
         .map(|(index, _)| index)
@@ -183,14 +183,14 @@ pub fn creator(
     };
     for (index, replayed) in replay::block(ctx, &block, bounds)?.into_iter().enumerate() {
         let created = replayed.frames.iter().rev().find(|frame| {
-            frame.success
-                && frame.address == address
-                && matches!(frame.kind, CallKind::Create | CallKind::Create2)
+            frame.kept
+                && frame.call.address == address
+                && matches!(frame.call.kind, CallKind::Create | CallKind::Create2)
         });
         if let Some(frame) = created {
             return Ok(Some(ContractCreator {
                 hash: *block.body.transactions[index].tx_hash(),
-                creator: frame.caller,
+                creator: frame.call.caller,
             }));
         }
     }
