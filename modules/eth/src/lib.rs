@@ -2,7 +2,11 @@
 //! served from the node's stored chain through [`simnode_api::ChainView`].
 //!
 //! Answers follow geth field for field (the execution-apis fixtures are recorded from it).
-//! EVM work (eth_call, eth_estimateGas) runs on the blocking pool.
+//! Beside geth's methods the module serves the `eth_` extensions other nodes offer, each as its
+//! origin defines it: erigon's eth_callMany, Flashbots' eth_callBundle, EIP-7966's
+//! eth_sendRawTransactionSync, reth's eth_getAccount, eth_getAccountInfo and
+//! eth_getTransactionBySenderAndNonce. EVM work (eth_call, eth_estimateGas, the bundles) runs
+//! on the blocking pool.
 
 pub mod call_bundle;
 pub mod call_many;
