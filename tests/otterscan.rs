@@ -276,6 +276,12 @@ fn otterscan_sees_what_the_blocks_did() {
     assert_eq!(genesis["block"]["transactionCount"], 0, "{genesis}");
     assert_eq!(genesis["totalFees"], "0x0");
     assert_eq!(genesis["issuance"]["issuance"], "0x0");
+    let genesis_page = node.result("ots_getBlockTransactions", json!([0, 0, 10]));
+    assert_eq!(
+        genesis_page["fullblock"]["transactionCount"], 0,
+        "{genesis_page}"
+    );
+    assert_eq!(genesis_page["receipts"], json!([]));
     assert_eq!(
         node.result("ots_getContractCreator", json!([payer])),
         json!({"hash": deploy, "creator": lower(ADDR0)})
