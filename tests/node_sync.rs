@@ -178,6 +178,36 @@ fn bad_block_is_rejected_by_number_and_earlier_blocks_stay() {
             json!(format!("{:#x}", block.header.number))
         );
     }
+    // debug_traceBadBlock runs the refused block on its parent (block 9, the head): its
+    // transactions trace as the good block 10's do, given as RLP. The orphan's parent is unknown.
+    let opts = json!({"tracer": "callTracer"});
+    assert!(
+        !blocks[9].body.transactions.is_empty(),
+        "block 10 has transactions to trace"
+    );
+    let bad_trace = node.result(
+        "debug_traceBadBlock",
+        json!([bad[9].header.hash_slow(), opts]),
+    );
+    let good_rlp = alloy::primitives::Bytes::from(alloy::rlp::encode(&blocks[9]));
+    let good_trace = node.result("debug_traceBlock", json!([good_rlp, opts]));
+    assert_eq!(bad_trace, good_trace);
+    assert_eq!(
+        bad_trace.as_array().map(Vec::len),
+        Some(blocks[9].body.transactions.len())
+    );
+    let r = node.call(
+        "debug_traceBadBlock",
+        json!([orphan.header.hash_slow(), opts]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("parent"),
+        "{r}"
+    );
     drop(node);
 
     // A wrong gas used is named too.

@@ -156,3 +156,63 @@ fn raw_transactions_by_block_and_index() {
         assert_eq!(node.result(method, json!([block, "0x0"])), "0x", "{method}");
     }
 }
+
+/// geth's debug_traceBlock: a block given as RLP traces on its canonical parent exactly as the
+/// stored block traces by number (every block of the chain, two tracers); blocks that cannot
+/// run are refused with geth's reasons (undecodable, genesis, a parent the chain does not hold),
+/// and an unknown bad block is not found.
+#[test]
+fn blocks_given_as_rlp_trace_as_the_stored_ones() {
+    use alloy::{
+        consensus::{Block, TxEnvelope},
+        rlp::Decodable,
+    };
+    let node =
+        Node::execution_apis(&["--rpc.rate-limit", "1000000", "--rpc.rate-burst", "1000000"]);
+    let head = node.result("eth_blockNumber", json!([]));
+    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let tracers = [
+        json!({"tracer": "callTracer"}),
+        json!({"tracer": "prestateTracer"}),
+    ];
+    for number in 1..=head {
+        let tag = format!("{number:#x}");
+        let rlp = node.result("debug_getRawBlock", json!([tag]));
+        for opts in &tracers {
+            let stored = node.result("debug_traceBlockByNumber", json!([tag, opts]));
+            let given = node.result("debug_traceBlock", json!([rlp, opts]));
+            assert_eq!(given, stored, "block {number}, {opts}");
+        }
+    }
+
+    let refused = |params: Value, words: &str| {
+        let r = node.call("debug_traceBlock", params);
+        assert_eq!(r["error"]["code"], -32000, "{r}");
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{words:?} in {r}");
+    };
+    refused(json!(["0x1234"]), "could not decode block");
+    let genesis = node.result("debug_getRawBlock", json!(["0x0"]));
+    refused(json!([genesis]), "genesis is not traceable");
+    let raw = node.result("debug_getRawBlock", json!(["0x5"]));
+    let bytes = alloy::hex::decode(raw.as_str().expect("hex")).expect("hex");
+    let mut block = Block::<TxEnvelope>::decode(&mut bytes.as_slice()).expect("a block");
+    block.header.parent_hash = alloy::primitives::B256::repeat_byte(0x33);
+    let orphan = format!("0x{}", alloy::hex::encode(alloy::rlp::encode(&block)));
+    refused(json!([orphan]), "parent 0x3333");
+    let r = node.call("debug_traceBlock", json!(["1234"]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    let r = node.call(
+        "debug_traceBadBlock",
+        json!([format!("0x{}", "ab".repeat(32))]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("bad block"),
+        "{r}"
+    );
+}

@@ -12,7 +12,9 @@
 //!
 //! - `debug_traceCall`, `debug_traceCallMany`: transaction requests traced as eth_call /
 //!   eth_callMany run them.
-//! - `debug_getBadBlocks`: the last blocks that failed validation ([`bad_blocks`]).
+//! - `debug_getBadBlocks`: the last blocks that failed validation ([`bad_blocks`]);
+//!   `debug_traceBadBlock` traces one, and `debug_traceBlock` a block given as RLP, each on the
+//!   state of its canonical parent ([`outside`]).
 //!
 //! Parameters are typed as strictly as geth types them ([`params`]): block numbers are
 //! 0x-prefixed hex or tags, hashes 0x-prefixed 32 bytes. The genesis block is not traceable
@@ -26,6 +28,7 @@
 
 mod bad_blocks;
 mod exec;
+mod outside;
 mod params;
 mod raw;
 
@@ -89,6 +92,23 @@ pub trait DebugApi {
     /// Traces every transaction of a block named by hash.
     #[method(name = "traceBlockByHash", with_extensions)]
     async fn trace_block_by_hash(
+        &self,
+        hash: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError>;
+
+    /// Traces every transaction of a block given as RLP, on the state of its parent (the
+    /// canonical block before it).
+    #[method(name = "traceBlock", with_extensions)]
+    async fn trace_block(
+        &self,
+        rlp: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError>;
+
+    /// Traces every transaction of a block the node refused (one `debug_getBadBlocks` lists).
+    #[method(name = "traceBadBlock", with_extensions)]
+    async fn trace_bad_block(
         &self,
         hash: Option<Value>,
         opts: Option<Value>,
@@ -339,6 +359,42 @@ impl DebugApiServer for Debug {
         .await
     }
 
+    async fn trace_block(
+        &self,
+        ext: &Extensions,
+        rlp: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
+        let rlp = params::bytes(&params::required(rlp, "block RLP")?)?;
+        let opts = tracing_options(opts)?;
+        let traced = opts.clone();
+        let slot = RawAnswerSlot::of(ext);
+        self.traced(&opts, move |ctx, budget| {
+            let block = outside::from_rlp(ctx, &rlp)?;
+            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
+            Ok(answer_value(slot.as_ref(), traces))
+        })
+        .await
+    }
+
+    async fn trace_bad_block(
+        &self,
+        ext: &Extensions,
+        hash: Option<Value>,
+        opts: Option<Value>,
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
+        let hash = params::hash(&params::required(hash, "block hash")?)?;
+        let opts = tracing_options(opts)?;
+        let traced = opts.clone();
+        let slot = RawAnswerSlot::of(ext);
+        self.traced(&opts, move |ctx, budget| {
+            let block = outside::bad_block(ctx, hash)?;
+            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
+            Ok(answer_value(slot.as_ref(), traces))
+        })
+        .await
+    }
+
     async fn trace_call(
         &self,
         call: Option<Value>,
@@ -422,6 +478,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("debug_traceTransaction", 2),
     ("debug_traceBlockByNumber", 2),
     ("debug_traceBlockByHash", 2),
+    ("debug_traceBlock", 2),
+    ("debug_traceBadBlock", 2),
     ("debug_traceCall", 3),
     ("debug_traceCallMany", 3),
     ("debug_executionWitness", 1),

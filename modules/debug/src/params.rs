@@ -65,6 +65,24 @@ pub(crate) fn hash(value: &Value) -> RpcResult<B256> {
     })
 }
 
+/// Bytes as geth's `hexutil.Bytes` reads them: a 0x-prefixed hex string of even length.
+pub(crate) fn bytes(value: &Value) -> RpcResult<Vec<u8>> {
+    let Value::String(s) = value else {
+        return Err(invalid(format!(
+            "json: cannot unmarshal {} into Go value of type hexutil.Bytes",
+            json_kind(value)
+        )));
+    };
+    let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) else {
+        return Err(invalid(
+            "json: cannot unmarshal hex string without 0x prefix into Go value of type hexutil.Bytes",
+        ));
+    };
+    alloy::hex::decode(hex).map_err(|_| {
+        invalid("json: cannot unmarshal invalid hex string into Go value of type hexutil.Bytes")
+    })
+}
+
 /// A block number or tag (`rpc.BlockNumber`): no hashes.
 pub(crate) fn block_number(value: &Value) -> RpcResult<BlockParam> {
     let Value::String(s) = value else {
