@@ -133,6 +133,7 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         ("eth_getUncleByBlockNumberAndIndex", json!(["0x0", "0x0"])),
         ("eth_getUncleByBlockHashAndIndex", json!([format!("0x{}", "11".repeat(32)), "0x1"])),
         ("debug_getBadBlocks", json!([])),
+        ("debug_storageRangeAt", json!(["latest", 0, dev[0], "0x00", 5])),
         ("debug_traceBlock", json!(["0xf90200c0c0", {"tracer": "callTracer"}])),
         ("debug_traceBadBlock", json!([format!("0x{}", "11".repeat(32)), {"tracer": "prestateTracer"}])),
         ("web3_sha3", json!(["0x68656c6c6f"])),

@@ -46,6 +46,19 @@ impl Store {
         let header = self
             .header_raw(number)?
             .ok_or_else(|| StoreError::Corrupt(format!("no header for block {number}")))?;
+        let (source, overlay) = self.hashed_state(number)?;
+        let accounts = accounts_at(&source, &overlay)?;
+        Ok(StateTables {
+            header,
+            source,
+            overlay,
+            accounts,
+        })
+    }
+
+    /// The hashed tables of one snapshot and what turns them into the state after block
+    /// `number`.
+    fn hashed_state(&self, number: u64) -> Result<(StateTablesSource, HashedOverlay), StoreError> {
         let tx = self.db().begin_read()?;
         let latest = super::view::snapshot_head(&tx)?.max(number);
         let overlay = if number < latest {
@@ -54,13 +67,17 @@ impl Store {
             HashedOverlay::default()
         };
         let source = TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?);
-        let accounts = accounts_at(&source, &overlay)?;
-        Ok(StateTables {
-            header,
-            source,
-            overlay,
-            accounts,
-        })
+        Ok((source, overlay))
+    }
+
+    /// Every storage slot of `address` after canonical block `number`, by hashed slot.
+    pub fn storage_slots(
+        &self,
+        number: u64,
+        address: Address,
+    ) -> Result<BTreeMap<B256, U256>, StoreError> {
+        let (source, overlay) = self.hashed_state(number)?;
+        slots_at(&source, &overlay, &hash_address(&address))
     }
 
     /// The proof of `address` and `keys` in the state after canonical block `number`.

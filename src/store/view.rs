@@ -183,6 +183,16 @@ impl ChainView for Store {
         Ok(account.map(|account| account.trie_account()))
     }
 
+    fn storage_slots(
+        &self,
+        number: u64,
+        address: alloy::primitives::Address,
+    ) -> RpcResult<Vec<(B256, alloy::primitives::U256)>> {
+        Ok(Store::storage_slots(self, number, address)?
+            .into_iter()
+            .collect())
+    }
+
     fn execution_witness(&self, number: u64) -> RpcResult<simnode_api::ExecutionWitness> {
         crate::exec::witness::execution_witness(self, number)
             .map_err(|err| RpcError::Internal(err.to_string()))

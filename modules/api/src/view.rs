@@ -129,6 +129,20 @@ pub trait ChainView: Send + Sync {
         ))
     }
 
+    /// Every storage slot of `address` after canonical block `number`, as (hashed slot, value),
+    /// ascending by hashed slot: the order of its storage trie (`debug_storageRangeAt`). Views
+    /// without hashed state do not offer it.
+    fn storage_slots(
+        &self,
+        number: u64,
+        address: Address,
+    ) -> RpcResult<Vec<(B256, alloy::primitives::U256)>> {
+        let _ = (number, address);
+        Err(crate::RpcError::MethodNotAvailable(
+            "debug_storageRangeAt is not available on this chain view".into(),
+        ))
+    }
+
     /// What a stateless client needs to re-execute canonical block `number` (not genesis):
     /// `debug_executionWitness`. Views without tries do not offer it.
     fn execution_witness(&self, number: u64) -> RpcResult<ExecutionWitness> {

@@ -53,7 +53,7 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    fn timed_out(&self) -> RpcError {
+    pub(crate) fn timed_out(&self) -> RpcError {
         RpcError::Timeout(self.timeout_ms)
     }
 

@@ -15,6 +15,8 @@
 //! - `debug_getBadBlocks`: the last blocks that failed validation ([`bad_blocks`]);
 //!   `debug_traceBadBlock` traces one, and `debug_traceBlock` a block given as RLP, each on the
 //!   state of its canonical parent ([`outside`]).
+//! - `debug_storageRangeAt`: a page of a contract's storage before a transaction of a block
+//!   ([`storage_range`]).
 //!
 //! Parameters are typed as strictly as geth types them ([`params`]): block numbers are
 //! 0x-prefixed hex or tags, hashes 0x-prefixed 32 bytes. The genesis block is not traceable
@@ -31,6 +33,7 @@ mod exec;
 mod outside;
 mod params;
 mod raw;
+mod storage_range;
 
 use std::{
     sync::Arc,
@@ -113,6 +116,17 @@ pub trait DebugApi {
         hash: Option<Value>,
         opts: Option<Value>,
     ) -> Result<Answer<Vec<TraceResult>>, RpcError>;
+
+    /// A page of a contract's storage before a transaction of a block ([`storage_range`]).
+    #[method(name = "storageRangeAt")]
+    async fn storage_range_at(
+        &self,
+        block: Option<Value>,
+        tx_index: Option<Value>,
+        address: Option<Value>,
+        key_start: Option<Value>,
+        max_result: Option<Value>,
+    ) -> Result<storage_range::StorageRange, RpcError>;
 
     /// Traces a transaction request on the state after a block (default latest), run as
     /// eth_call runs it; the options take `stateOverrides`, `blockOverrides` and `txIndex`.
@@ -395,6 +409,38 @@ impl DebugApiServer for Debug {
         .await
     }
 
+    async fn storage_range_at(
+        &self,
+        block: Option<Value>,
+        tx_index: Option<Value>,
+        address: Option<Value>,
+        key_start: Option<Value>,
+        max_result: Option<Value>,
+    ) -> Result<storage_range::StorageRange, RpcError> {
+        let param = params::block_number_or_hash(&params::required(block, "block")?)?;
+        let tx_index = params::int(&params::required(tx_index, "txIndex")?, 1)?;
+        let address: alloy::primitives::Address =
+            serde_json::from_value(params::required(address, "contractAddress")?)
+                .map_err(|err| RpcError::invalid_params(format!("invalid argument 2: {err}")))?;
+        let key_start = params::bytes(&params::required(key_start, "keyStart")?)
+            .map_err(|_| RpcError::invalid_params("invalid argument 3: keyStart is not hex"))?;
+        let start = storage_range::start_key(&key_start)?;
+        let max = params::int(&params::required(max_result, "maxResult")?, 4)?;
+        // A negative index names no transaction and a negative count no slots, as in geth.
+        let tx_index = usize::try_from(tx_index).unwrap_or(usize::MAX);
+        let max = usize::try_from(max).unwrap_or(0);
+        let opts = GethDebugTracingOptions::default();
+        self.traced(&opts, move |ctx, budget| {
+            let number = resolved(ctx, &param)?;
+            let block = ctx
+                .chain
+                .block(number)?
+                .ok_or_else(|| not_found_number(&param))?;
+            storage_range::storage_range_at(ctx, &block, tx_index, address, start, max, &budget)
+        })
+        .await
+    }
+
     async fn trace_call(
         &self,
         call: Option<Value>,
@@ -480,6 +526,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("debug_traceBlockByHash", 2),
     ("debug_traceBlock", 2),
     ("debug_traceBadBlock", 2),
+    ("debug_storageRangeAt", 5),
     ("debug_traceCall", 3),
     ("debug_traceCallMany", 3),
     ("debug_executionWitness", 1),

@@ -65,6 +65,16 @@ pub(crate) fn hash(value: &Value) -> RpcResult<B256> {
     })
 }
 
+/// A Go `int` (argument `index`): a JSON number without a fraction.
+pub(crate) fn int(value: &Value, index: usize) -> RpcResult<i64> {
+    value.as_i64().ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "invalid argument {index}: json: cannot unmarshal {} into Go value of type int",
+            json_kind(value)
+        ))
+    })
+}
+
 /// Bytes as geth's `hexutil.Bytes` reads them: a 0x-prefixed hex string of even length.
 pub(crate) fn bytes(value: &Value) -> RpcResult<Vec<u8>> {
     let Value::String(s) = value else {
