@@ -184,6 +184,20 @@ fn earlier_transactions_of_the_block_count() {
         "no storage before the block: {before}"
     );
     assert_eq!(entries(&at(1)), vec![(slot0, U256::from(0xaa))]);
+    // An empty block's index 0 is its start (as geth), here after both stores.
+    node.result("evm_mine", json!([]));
+    let empty = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(empty["transactions"], json!([]));
+    let after = node.result(
+        "debug_storageRangeAt",
+        json!([empty["hash"], 0, contract, "0x", 10]),
+    );
+    assert_eq!(entries(&after), vec![(slot0, U256::from(0xbb))]);
+    let r = node.call(
+        "debug_storageRangeAt",
+        json!([empty["hash"], 1, contract, "0x", 10]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
     // A page starting past the only slot is empty, with nothing after it.
     let past = node.result(
         "debug_storageRangeAt",

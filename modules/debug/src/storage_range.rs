@@ -55,7 +55,9 @@ pub(crate) fn storage_range_at(
     let Some(parent) = block.number().checked_sub(1) else {
         return Err(RpcError::Server("no transaction in genesis".into()));
     };
-    if tx_index >= block.body.transactions.len() {
+    // As in geth, index 0 of a block without transactions is its start.
+    let count = block.body.transactions.len();
+    if tx_index >= count && !(tx_index == 0 && count == 0) {
         return Err(RpcError::Server(format!(
             "transaction index {tx_index} out of range for block {}",
             block.hash()
