@@ -7,12 +7,9 @@ mod support;
 
 use std::path::Path;
 
-use alloy::{
-    consensus::TxEip1559,
-    primitives::{address, keccak256, Address, Bytes, TxKind, U256},
-};
+use alloy::primitives::{address, keccak256, Address};
 use serde_json::{json, Value};
-use support::{sign_with_dev_key, Node, TempDir};
+use support::{Node, TempDir};
 
 const ADDR0: Address = address!("f39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
 const GWEI: u128 = 1_000_000_000;
@@ -28,21 +25,11 @@ const REVERTS_AA: &str = "60aa5f526001601ffd";
 const TIME_AND_NUMBER: &str = "425f524360205260405ff3";
 
 fn signed(nonce: u64, to: Option<Address>, value: u128, input: &str, chain_id: u64) -> String {
-    sign_with_dev_key(TxEip1559 {
-        chain_id,
-        nonce,
-        gas_limit: 200_000,
-        max_fee_per_gas: 10 * GWEI,
-        max_priority_fee_per_gas: GWEI,
-        to: to.map_or(TxKind::Create, TxKind::Call),
-        value: U256::from(value),
-        input: Bytes::from(alloy::hex::decode(input).expect("hex")),
-        ..Default::default()
-    })
+    support::dev_tx_on(chain_id, nonce, to, value, input)
 }
 
 fn tx(nonce: u64, to: Option<Address>, value: u128, input: &str) -> String {
-    signed(nonce, to, value, input, 1337)
+    support::dev_tx(nonce, to, value, input)
 }
 
 fn quantity(v: &Value) -> u128 {
@@ -61,17 +48,6 @@ fn hash_of(raw: &str) -> String {
     format!("{:#x}", keccak256(alloy::hex::decode(raw).expect("hex")))
 }
 
-fn wait_for_receipt(node: &Node, hash: &Value) -> Value {
-    for _ in 0..400 {
-        let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
-        if !receipt.is_null() {
-            return receipt;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    panic!("no receipt for {hash}; log:\n{}", node.log());
-}
-
 #[test]
 fn bundles_run_in_order_and_report_what_the_coinbase_earned() {
     let node = Node::start(TempDir::new("bundle"), Path::new("dev"), &["--dev"]);
@@ -80,8 +56,8 @@ fn bundles_run_in_order_and_report_what_the_coinbase_earned() {
     let first = node.result("eth_sendRawTransaction", json!([tx(1, Some(to), 5, "")]));
     let zeroth = node.result("eth_sendRawTransaction", json!([tx(0, Some(to), 7, "")]));
     let (r0, r1) = (
-        wait_for_receipt(&node, &zeroth),
-        wait_for_receipt(&node, &first),
+        support::wait_for_receipt(&node, &zeroth),
+        support::wait_for_receipt(&node, &first),
     );
     assert_eq!(r0["blockNumber"], r1["blockNumber"], "one block: {r0} {r1}");
     let head = node.result("eth_getBlockByNumber", json!(["latest", false]));

@@ -7,12 +7,9 @@ mod support;
 
 use std::path::Path;
 
-use alloy::{
-    consensus::TxEip1559,
-    primitives::{address, Address, Bytes, TxKind, U256},
-};
+use alloy::primitives::{address, Address};
 use serde_json::{json, Value};
-use support::{sign_with_dev_key, Node, TempDir};
+use support::{Node, TempDir};
 
 const ADDR0: Address = address!("f39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
 const X: Address = address!("000000000000000000000000000000000000beef");
@@ -24,29 +21,12 @@ const MAKES_CHILD_INIT: &str = "6360015ff35f526004601c5ff05000";
 /// Deploys a contract that reverts with the one byte 0xaa.
 const REVERTER_INIT: &str = "6860aa5f526001601ffd5f5260096017f3";
 
-fn tx(nonce: u64, to: Option<Address>, value: u64, input: &str) -> String {
-    sign_with_dev_key(TxEip1559 {
-        chain_id: 1337,
-        nonce,
-        gas_limit: 200_000,
-        max_fee_per_gas: 10_000_000_000,
-        max_priority_fee_per_gas: 1_000_000_000,
-        to: to.map_or(TxKind::Create, TxKind::Call),
-        value: U256::from(value),
-        input: Bytes::from(alloy::hex::decode(input).expect("hex")),
-        ..Default::default()
-    })
+fn tx(nonce: u64, to: Option<Address>, value: u128, input: &str) -> String {
+    support::dev_tx(nonce, to, value, input)
 }
 
 fn receipt(node: &Node, hash: &Value) -> Value {
-    for _ in 0..400 {
-        let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
-        if !receipt.is_null() {
-            return receipt;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    panic!("no receipt for {hash}; log:\n{}", node.log());
+    support::wait_for_receipt(node, hash)
 }
 
 /// Sends `raw` and waits for it to be mined.

@@ -7,13 +7,10 @@ mod support;
 
 use std::path::Path;
 
-use alloy::{
-    consensus::TxEip1559,
-    primitives::{address, keccak256, Address, Bytes, TxKind, B256, U256},
-};
+use alloy::primitives::{address, keccak256, Address, B256, U256};
 use alloy_trie::{HashBuilder, Nibbles};
 use serde_json::{json, Value};
-use support::{sign_with_dev_key, Node, TempDir};
+use support::{Node, TempDir};
 
 /// The root of the storage trie holding `slots` (hashed slot, value).
 fn storage_root(slots: &[(B256, U256)]) -> B256 {
@@ -121,27 +118,11 @@ fn pages_rebuild_the_proven_storage_root() {
 const STORE_OR_LOAD: &str = "36600f5760005460005260206000f35b60003560005500";
 
 fn tx(nonce: u64, to: Option<Address>, input: &str) -> String {
-    sign_with_dev_key(TxEip1559 {
-        chain_id: 1337,
-        nonce,
-        gas_limit: 200_000,
-        max_fee_per_gas: 10_000_000_000,
-        max_priority_fee_per_gas: 1_000_000_000,
-        to: to.map_or(TxKind::Create, TxKind::Call),
-        input: Bytes::from(alloy::hex::decode(input).expect("hex")),
-        ..Default::default()
-    })
+    support::dev_tx(nonce, to, 0, input)
 }
 
 fn receipt(node: &Node, hash: &Value) -> Value {
-    for _ in 0..400 {
-        let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
-        if !receipt.is_null() {
-            return receipt;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    panic!("no receipt for {hash}");
+    support::wait_for_receipt(node, hash)
 }
 
 #[test]

@@ -599,6 +599,57 @@ pub fn sign_with_dev_key(tx: alloy::consensus::TxEip1559) -> String {
     format!("0x{}", hex_encode(&envelope.encoded_2718()))
 }
 
+/// A transaction from [`DEV_KEY0`]'s account on chain `chain_id`: nonce `nonce`, to `to` (none:
+/// a creation), `value` wei, `input` (hex without 0x), 200,000 gas at a 10 gwei fee cap and a
+/// 1 gwei tip; signed, as eth_sendRawTransaction takes it.
+pub fn dev_tx_on(
+    chain_id: u64,
+    nonce: u64,
+    to: Option<alloy::primitives::Address>,
+    value: u128,
+    input: &str,
+) -> String {
+    use alloy::primitives::{Bytes, TxKind, U256};
+    sign_with_dev_key(alloy::consensus::TxEip1559 {
+        chain_id,
+        nonce,
+        gas_limit: 200_000,
+        max_fee_per_gas: 10_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: to.map_or(TxKind::Create, TxKind::Call),
+        value: U256::from(value),
+        input: Bytes::from(alloy::hex::decode(input).expect("hex input")),
+        ..Default::default()
+    })
+}
+
+/// [`dev_tx_on`] the dev chain (id 1337).
+pub fn dev_tx(
+    nonce: u64,
+    to: Option<alloy::primitives::Address>,
+    value: u128,
+    input: &str,
+) -> String {
+    dev_tx_on(1337, nonce, to, value, input)
+}
+
+/// The receipt of `hash` once a block holds it (within 10 s).
+pub fn wait_for_receipt(node: &Node, hash: &Value) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
+        if !receipt.is_null() {
+            return receipt;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no receipt for {hash}; log:\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
 /// [`DEV_KEY0`]'s signature of a transaction's signature hash.
 pub fn dev_key_signature(hash: alloy::primitives::B256) -> alloy::primitives::Signature {
     let key = k256::ecdsa::SigningKey::from_slice(

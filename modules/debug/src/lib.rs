@@ -54,7 +54,7 @@ use serde_json::Value;
 use simnode_api::{
     block_id::BlockTag,
     raw_answer::{answer_value, Answer, RawAnswerSlot},
-    BlockParam, ExecutionWitness, ModuleContext, RpcError, RpcResult,
+    BlockParam, ExecutionWitness, ModuleContext, RpcError, RpcResult, StoredBlock,
 };
 use tokio::sync::Semaphore;
 
@@ -202,6 +202,25 @@ impl Debug {
         .await
         .map_err(|err| RpcError::internal(format!("tracing task failed: {err}")))?
     }
+
+    /// Traces every transaction of the block `block` finds (on the blocking pool, within the
+    /// request's budget), answered as text when the front door takes it so.
+    async fn trace_whole_block(
+        &self,
+        ext: &Extensions,
+        opts: Option<Value>,
+        block: impl FnOnce(&ModuleContext) -> RpcResult<Arc<StoredBlock>> + Send + 'static,
+    ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
+        let opts = tracing_options(opts)?;
+        let traced = opts.clone();
+        let slot = RawAnswerSlot::of(ext);
+        self.traced(&opts, move |ctx, budget| {
+            let block = block(ctx)?;
+            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
+            Ok(answer_value(slot.as_ref(), traces))
+        })
+        .await
+    }
 }
 
 /// The tracer options (second parameter); absent or `null` is the default struct logger.
@@ -335,17 +354,11 @@ impl DebugApiServer for Debug {
         opts: Option<Value>,
     ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
         let param = params::block_number(&params::required(number, "block number")?)?;
-        let opts = tracing_options(opts)?;
-        let traced = opts.clone();
-        let slot = RawAnswerSlot::of(ext);
-        self.traced(&opts, move |ctx, budget| {
+        self.trace_whole_block(ext, opts, move |ctx| {
             let number = resolved(ctx, &param)?;
-            let block = ctx
-                .chain
+            ctx.chain
                 .block(number)?
-                .ok_or_else(|| not_found_number(&param))?;
-            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
-            Ok(answer_value(slot.as_ref(), traces))
+                .ok_or_else(|| not_found_number(&param))
         })
         .await
     }
@@ -357,18 +370,14 @@ impl DebugApiServer for Debug {
         opts: Option<Value>,
     ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
         let hash = params::hash(&params::required(hash, "block hash")?)?;
-        let opts = tracing_options(opts)?;
-        let traced = opts.clone();
-        let slot = RawAnswerSlot::of(ext);
-        self.traced(&opts, move |ctx, budget| {
+        self.trace_whole_block(ext, opts, move |ctx| {
             let not_found = || RpcError::Server(format!("block {hash} not found"));
             let number = ctx.chain.block_number(&hash)?.ok_or_else(not_found)?;
             let block = ctx.chain.block(number)?.ok_or_else(not_found)?;
             if block.hash() != hash {
                 return Err(not_found());
             }
-            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
-            Ok(answer_value(slot.as_ref(), traces))
+            Ok(block)
         })
         .await
     }
@@ -380,13 +389,8 @@ impl DebugApiServer for Debug {
         opts: Option<Value>,
     ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
         let rlp = params::bytes(&params::required(rlp, "block RLP")?)?;
-        let opts = tracing_options(opts)?;
-        let traced = opts.clone();
-        let slot = RawAnswerSlot::of(ext);
-        self.traced(&opts, move |ctx, budget| {
-            let block = outside::from_rlp(ctx, &rlp)?;
-            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
-            Ok(answer_value(slot.as_ref(), traces))
+        self.trace_whole_block(ext, opts, move |ctx| {
+            outside::from_rlp(ctx, &rlp).map(Arc::new)
         })
         .await
     }
@@ -398,13 +402,8 @@ impl DebugApiServer for Debug {
         opts: Option<Value>,
     ) -> Result<Answer<Vec<TraceResult>>, RpcError> {
         let hash = params::hash(&params::required(hash, "block hash")?)?;
-        let opts = tracing_options(opts)?;
-        let traced = opts.clone();
-        let slot = RawAnswerSlot::of(ext);
-        self.traced(&opts, move |ctx, budget| {
-            let block = outside::bad_block(ctx, hash)?;
-            let traces = exec::trace_block(ctx, &block, &traced, budget, None)?;
-            Ok(answer_value(slot.as_ref(), traces))
+        self.trace_whole_block(ext, opts, move |ctx| {
+            outside::bad_block(ctx, hash).map(Arc::new)
         })
         .await
     }
