@@ -8,6 +8,16 @@ mod support;
 use serde_json::{json, Value};
 use support::Node;
 
+/// The node's head block number.
+fn head_number(node: &Node) -> u64 {
+    let head = node.result("eth_blockNumber", json!([]));
+    u64::from_str_radix(
+        head.as_str().expect("a quantity").trim_start_matches("0x"),
+        16,
+    )
+    .expect("hex")
+}
+
 /// Every block's uncles, by number and by hash: as many as the block lists, each hashing to
 /// the listed hash (`hash` is computed by the node from the stored header), older than the
 /// block, a header-only block (no `transactions`, no uncles of its own); past the last index
@@ -17,8 +27,7 @@ fn uncles_are_the_headers_their_blocks_name() {
     // A few hundred requests back to back: past the default per-key rate.
     let node =
         Node::execution_apis(&["--rpc.rate-limit", "1000000", "--rpc.rate-burst", "1000000"]);
-    let head = node.result("eth_blockNumber", json!([]));
-    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let head = head_number(&node);
     let mut seen = 0;
     for number in 0..=head {
         let tag = format!("{number:#x}");
@@ -114,8 +123,7 @@ fn the_node_says_what_it_is() {
 fn raw_transactions_by_block_and_index() {
     let node =
         Node::execution_apis(&["--rpc.rate-limit", "1000000", "--rpc.rate-burst", "1000000"]);
-    let head = node.result("eth_blockNumber", json!([]));
-    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let head = head_number(&node);
     let mut seen = 0;
     for number in 0..=head {
         let tag = format!("{number:#x}");
@@ -169,8 +177,7 @@ fn blocks_given_as_rlp_trace_as_the_stored_ones() {
     };
     let node =
         Node::execution_apis(&["--rpc.rate-limit", "1000000", "--rpc.rate-burst", "1000000"]);
-    let head = node.result("eth_blockNumber", json!([]));
-    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let head = head_number(&node);
     let tracers = [
         json!({"tracer": "callTracer"}),
         json!({"tracer": "prestateTracer"}),

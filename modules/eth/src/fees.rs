@@ -204,17 +204,12 @@ fn block_rewards(
         .receipts(block.number())?
         .ok_or(RpcError::HeaderNotFound)?;
     let base = block.header.base_fee_per_gas.unwrap_or(0);
-    let mut prev = 0u64;
     let mut sorted: Vec<(u128, u64)> = block
         .body
         .transactions
         .iter()
-        .zip(receipts.iter())
-        .map(|(tx, r)| {
-            let used = r.cumulative_gas_used().saturating_sub(prev);
-            prev = r.cumulative_gas_used();
-            (tx.effective_tip_per_gas(base).unwrap_or(0), used)
-        })
+        .zip(simnode_receipts::gas_used_each(&receipts))
+        .map(|(tx, used)| (tx.effective_tip_per_gas(base).unwrap_or(0), used))
         .collect();
     sorted.sort_unstable_by_key(|(tip, _)| *tip);
     let total = block.header.gas_used as f64;

@@ -30,7 +30,7 @@ use alloy::{
 };
 use alloy_evm::block::calc;
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
-use revm::{context::result::ExecutionResult, DatabaseRef};
+use revm::context::result::ExecutionResult;
 use revm_inspectors::tracing::types::CallKind;
 use simnode_api::{
     call::Bounds, count::Count, rpc_block, BlockParam, KnownTransaction, ModuleContext, RpcError,
@@ -174,12 +174,7 @@ impl OtterscanApiServer for Otterscan {
             .chain
             .resolve(&block.unwrap_or_default())?
             .ok_or(RpcError::HeaderNotFound)?;
-        let state = self.ctx.chain.state_at(number)?;
-        let code_hash = state
-            .basic_ref(address)
-            .map_err(RpcError::from)?
-            .map(|info| info.code_hash);
-        Ok(code_hash.is_some_and(|hash| hash != revm::primitives::KECCAK_EMPTY))
+        Ok(search::has_code_after(&self.ctx, number, address)?)
     }
 
     async fn internal_operations(
@@ -413,15 +408,13 @@ fn issuance(ctx: &ModuleContext, block: &StoredBlock) -> InternalIssuance {
 /// fee included (the part burnt too), as erigon reports `totalFees`.
 fn total_fees(block: &StoredBlock, receipts: &[alloy::consensus::ReceiptEnvelope]) -> U256 {
     let base_fee = block.header.base_fee_per_gas;
-    let mut previous = 0u64;
-    let mut fees = U256::ZERO;
-    for (tx, receipt) in block.body.transactions.iter().zip(receipts) {
-        let cumulative = receipt.cumulative_gas_used();
-        let gas = cumulative.saturating_sub(previous);
-        previous = cumulative;
-        fees += U256::from(gas) * U256::from(tx.effective_gas_price(base_fee));
-    }
-    fees
+    block
+        .body
+        .transactions
+        .iter()
+        .zip(simnode_receipts::gas_used_each(receipts))
+        .map(|(tx, gas)| U256::from(gas) * U256::from(tx.effective_gas_price(base_fee)))
+        .sum()
 }
 
 /// A receipt in Otterscan's lighter form: no logs or bloom, optionally the block's time.

@@ -158,6 +158,19 @@ pub fn by_sender_and_nonce(
     Ok(lookup::mined_by_sender_and_nonce(ctx, sender, nonce)?.map(|(_, hash)| hash))
 }
 
+/// Whether `address` holds code in the state after canonical block `number`.
+pub(crate) fn has_code_after(
+    ctx: &ModuleContext,
+    number: u64,
+    address: Address,
+) -> RpcResult<bool> {
+    let state = ctx.chain.state_at(number)?;
+    Ok(state
+        .basic_ref(address)
+        .map_err(RpcError::from)?
+        .is_some_and(|account| account.code_hash != revm::primitives::KECCAK_EMPTY))
+}
+
 /// `ots_getContractCreator`: the block whose state first holds code at `address`, and in it the
 /// creation frame that put it there (its transaction, and who ran the CREATE). Contracts of
 /// the genesis state have no creator.
@@ -167,13 +180,7 @@ pub fn creator(
     bounds: &Bounds,
 ) -> RpcResult<Option<ContractCreator>> {
     let head = ctx.chain.head().latest;
-    let has_code = |number: u64| -> RpcResult<bool> {
-        let state = ctx.chain.state_at(number)?;
-        Ok(state
-            .basic_ref(address)
-            .map_err(RpcError::from)?
-            .is_some_and(|account| account.code_hash != revm::primitives::KECCAK_EMPTY))
-    };
+    let has_code = |number: u64| has_code_after(ctx, number, address);
     if !has_code(head)? || has_code(0)? {
         return Ok(None);
     }

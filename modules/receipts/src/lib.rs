@@ -54,6 +54,17 @@ pub fn build_block_receipts(
     Ok(out)
 }
 
+/// The gas each transaction of a block used: the differences of its receipts' cumulative gas.
+pub fn gas_used_each(receipts: &[ReceiptEnvelope]) -> impl Iterator<Item = u64> + '_ {
+    let mut previous = 0u64;
+    receipts.iter().map(move |receipt| {
+        let cumulative = receipt.cumulative_gas_used();
+        let used = cumulative.saturating_sub(previous);
+        previous = cumulative;
+        used
+    })
+}
+
 /// Builds the RPC receipt of the transaction at `index` of `block`.
 pub fn build_receipt(
     spec: &ChainSpec,
