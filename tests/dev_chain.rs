@@ -790,3 +790,165 @@ fn raw_nonce(raw: &str) -> String {
         alloy::consensus::TxEnvelope::decode_2718(&mut bytes.as_slice()).expect("a transaction");
     format!("{:#x}", tx.nonce())
 }
+
+/// anvil's and hardhat's state edits: each is a block of its own (no transactions, the marker in
+/// extraData) whose stored state carries the edit, so reads, calls, later transactions and
+/// evm_revert all see it, and the block's stateRoot is the root of what the node stores.
+#[test]
+fn dev_node_state_edits_are_blocks_of_their_own() {
+    let node = Node::start(TempDir::new("dev-edits"), Path::new("dev"), &["--dev"]);
+    let head = |node: &Node| node.result("eth_getBlockByNumber", json!(["latest", false]));
+    let number = |node: &Node| quantity(&head(node)["number"]);
+    let who = address!("000000000000000000000000000000000000beef");
+    let contract = address!("000000000000000000000000000000000000c0de");
+    let start = number(&node);
+
+    // Balance: anvil's name answers null, hardhat's true; one block per edit.
+    assert_eq!(
+        node.result("anvil_setBalance", json!([who, "0x3635c9adc5dea00000"])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("eth_getBalance", json!([who, "latest"])),
+        "0x3635c9adc5dea00000"
+    );
+    let edit = head(&node);
+    assert_eq!(quantity(&edit["number"]), start + 1);
+    assert_eq!(edit["transactions"], json!([]));
+    assert_eq!(
+        edit["extraData"],
+        format!("0x{}", alloy::hex::encode(b"simnode state edit"))
+    );
+    assert_eq!(
+        node.result("hardhat_setBalance", json!([who, "1000"])),
+        json!(true)
+    );
+    assert_eq!(
+        node.result("eth_getBalance", json!([who, "latest"])),
+        "0x3e8"
+    );
+    // The state before the edit is still there.
+    assert_eq!(
+        node.result("eth_getBalance", json!([who, format!("{start:#x}")])),
+        "0x0"
+    );
+
+    // Nonce, code and storage.
+    assert_eq!(
+        node.result("hardhat_setNonce", json!([who, "0x5"])),
+        json!(true)
+    );
+    assert_eq!(
+        node.result("eth_getTransactionCount", json!([who, "latest"])),
+        "0x5"
+    );
+    // PUSH1 0x2a PUSH1 0 MSTORE PUSH1 0x20 PUSH1 0 RETURN: returns 42.
+    let code = "0x602a60005260206000f3";
+    assert_eq!(
+        node.result("anvil_setCode", json!([contract, code])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("eth_getCode", json!([contract, "latest"])),
+        code
+    );
+    let word = |n: u64| format!("0x{n:064x}");
+    assert_eq!(
+        node.result("eth_call", json!([{"to": contract}, "latest"])),
+        word(42)
+    );
+    assert_eq!(
+        node.result("anvil_setStorageAt", json!([contract, "0x1", word(7)])),
+        json!(true)
+    );
+    assert_eq!(
+        node.result("hardhat_setStorageAt", json!([contract, "0x2", word(9)])),
+        json!(true)
+    );
+    assert_eq!(
+        node.result("eth_getStorageAt", json!([contract, "0x1", "latest"])),
+        word(7)
+    );
+    assert_eq!(
+        node.result("eth_getStorageAt", json!([contract, "0x2", "latest"])),
+        word(9)
+    );
+    assert_eq!(number(&node), start + 6, "one block per edit");
+
+    // The header's root is the root of the stored state: eth_getProof rebuilds the tries from
+    // the tables, and its first account node hashes to the header's stateRoot.
+    let proof = node.result("eth_getProof", json!([contract, ["0x1"], "latest"]));
+    assert_eq!(proof["storageProof"][0]["value"], "0x7");
+    assert_eq!(
+        node.result("web3_sha3", json!([proof["accountProof"][0]])),
+        head(&node)["stateRoot"]
+    );
+    // Only execution can be traced or witnessed: an edit block has no traces, and no witness.
+    assert_eq!(node.result("trace_block", json!(["latest"])), json!([]));
+    let witness = node.call("debug_executionWitness", json!(["latest"]));
+    assert_eq!(witness["error"]["code"], -32000, "{witness}");
+
+    // A nonce edit of a dev account: its next transaction takes the new nonce and is mined on
+    // the edited state.
+    assert_eq!(
+        node.result("anvil_setNonce", json!([ADDR0, "0x10"])),
+        Value::Null
+    );
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": contract, "value": "0x1"}]),
+    );
+    let receipt = wait_for(&node, "the transaction after the nonce edit", |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([hash]));
+        (!r.is_null()).then_some(r)
+    });
+    assert_eq!(receipt["status"], "0x1");
+    assert_eq!(
+        node.result("eth_getTransactionByHash", json!([hash]))["nonce"],
+        "0x10"
+    );
+    // The block after the edits executes again to its own root.
+    let mined = node.result("debug_executionWitness", json!([receipt["blockNumber"]]));
+    assert!(mined["state"].is_array(), "{mined}");
+
+    // Emptied, an account is gone; a snapshot taken before an edit takes it back.
+    let snapshot = node.result("evm_snapshot", json!([]));
+    node.result("anvil_setBalance", json!([who, "0x0"]));
+    node.result("anvil_setNonce", json!([who, "0x0"]));
+    let gone = node.result("eth_getProof", json!([who, [], "latest"]));
+    assert_eq!(gone["balance"], "0x0");
+    assert_eq!(gone["nonce"], "0x0");
+    assert_eq!(node.result("evm_revert", json!([snapshot])), json!(true));
+    assert_eq!(
+        node.result("eth_getBalance", json!([who, "latest"])),
+        "0x3e8"
+    );
+    assert_eq!(
+        node.result("eth_getTransactionCount", json!([who, "latest"])),
+        "0x5"
+    );
+
+    // Bad input is refused before anything is mined.
+    let before = number(&node);
+    for (method, params) in [
+        ("anvil_setBalance", json!([who, "-1"])),
+        ("anvil_setBalance", json!([who, "0x"])),
+        (
+            "anvil_setBalance",
+            json!([who, format!("0x1{}", "0".repeat(64))]),
+        ),
+        ("anvil_setNonce", json!([who, "0x10000000000000000"])),
+        ("anvil_setCode", json!([contract, "0xef0100aa"])),
+        ("anvil_setCode", json!([contract, "0xzz"])),
+        ("anvil_setStorageAt", json!([contract, "0x1", "7"])),
+        (
+            "anvil_setStorageAt",
+            json!([contract, "0x1", format!("0x{}", "f".repeat(65))]),
+        ),
+        ("hardhat_setBalance", json!(["0x1234", "0x1"])),
+    ] {
+        let answer = node.call(method, params);
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+    }
+    assert_eq!(number(&node), before);
+}

@@ -107,7 +107,12 @@ fn the_node_says_what_it_is() {
         -32602
     );
     // The dev chain's controls exist only on a dev node.
-    for method in ["evm_mine", "evm_snapshot", "evm_increaseTime"] {
+    for method in [
+        "evm_mine",
+        "evm_snapshot",
+        "evm_increaseTime",
+        "anvil_setBalance",
+    ] {
         assert_eq!(
             node.call(method, json!([]))["error"]["code"],
             -32601,

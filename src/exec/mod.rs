@@ -56,6 +56,10 @@ pub enum BlockError {
     },
     #[error("block {number}: unknown parent {parent}")]
     UnknownParent { number: u64, parent: B256 },
+    /// Asked for what only executing a block gives, of a dev chain's state-edit block
+    /// (`anvil_setBalance` and its kin), whose state no execution makes.
+    #[error("block {number} carries a dev chain's state edit (anvil_set* / hardhat_set*), which executing it does not make: {what}")]
+    StateEdit { number: u64, what: &'static str },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

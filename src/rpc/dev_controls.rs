@@ -12,15 +12,21 @@
 //! - `evm_revert id`: the chain back to that snapshot, the blocks after it dropped with their
 //!   transactions; `true`, or `false` for an unknown id. A snapshot is used up by its revert,
 //!   and the snapshots taken after it go with it (hardhat's rule).
+//! - `anvil_setBalance` / `hardhat_setBalance address balance`, `*_setNonce address nonce`,
+//!   `*_setCode address code`, `*_setStorageAt address slot value`: one account changed outside
+//!   any transaction. Each edit is mined at once as a block of its own (no transactions, see
+//!   [`DevChain::edit`]), so the block number moves by one where anvil and hardhat edit in
+//!   place. The anvil names answer `null` (`true` for setStorageAt), the hardhat names `true`.
 
 use std::sync::{Arc, Mutex};
 
-use alloy::primitives::{B256, U64};
+use alloy::primitives::{Address, Bytes, B256, U256, U64};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use revm::bytecode::Bytecode;
 use serde_json::Value;
 use simnode_api::RpcError;
 
-use crate::sync::dev::{DevChain, DevClock};
+use crate::sync::dev::{DevChain, DevClock, StateEdit};
 
 /// Most blocks one `evm_mine` mines.
 pub const MAX_BLOCKS_PER_MINE: u64 = 1000;
@@ -34,6 +40,14 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("evm_setNextBlockTimestamp", 1),
     ("evm_snapshot", 0),
     ("evm_revert", 1),
+    ("anvil_setBalance", 2),
+    ("hardhat_setBalance", 2),
+    ("anvil_setNonce", 2),
+    ("hardhat_setNonce", 2),
+    ("anvil_setCode", 2),
+    ("hardhat_setCode", 2),
+    ("anvil_setStorageAt", 3),
+    ("hardhat_setStorageAt", 3),
 ];
 
 #[rpc(server)]
@@ -52,6 +66,32 @@ pub trait DevControlsApi {
     fn snapshot(&self) -> RpcResult<U64>;
     #[method(name = "evm_revert")]
     async fn revert(&self, id: U64) -> RpcResult<bool>;
+    #[method(name = "anvil_setBalance")]
+    async fn anvil_set_balance(&self, address: Address, balance: Value) -> RpcResult<()>;
+    #[method(name = "hardhat_setBalance")]
+    async fn hardhat_set_balance(&self, address: Address, balance: Value) -> RpcResult<bool>;
+    #[method(name = "anvil_setNonce")]
+    async fn anvil_set_nonce(&self, address: Address, nonce: Value) -> RpcResult<()>;
+    #[method(name = "hardhat_setNonce")]
+    async fn hardhat_set_nonce(&self, address: Address, nonce: Value) -> RpcResult<bool>;
+    #[method(name = "anvil_setCode")]
+    async fn anvil_set_code(&self, address: Address, code: Bytes) -> RpcResult<()>;
+    #[method(name = "hardhat_setCode")]
+    async fn hardhat_set_code(&self, address: Address, code: Bytes) -> RpcResult<bool>;
+    #[method(name = "anvil_setStorageAt")]
+    async fn anvil_set_storage_at(
+        &self,
+        address: Address,
+        slot: Value,
+        value: Value,
+    ) -> RpcResult<bool>;
+    #[method(name = "hardhat_setStorageAt")]
+    async fn hardhat_set_storage_at(
+        &self,
+        address: Address,
+        slot: Value,
+        value: Value,
+    ) -> RpcResult<bool>;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +118,52 @@ impl DevControls {
     fn snapshots(&self) -> std::sync::MutexGuard<'_, Vec<Snapshot>> {
         self.snapshots.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Mines `edit` of `address` as a block of its own.
+    async fn edit(&self, address: Address, edit: StateEdit) -> RpcResult<()> {
+        let dev = self.dev.clone();
+        tokio::task::spawn_blocking(move || dev.edit(address, edit))
+            .await
+            .map_err(internal)?
+            .map_err(internal)?;
+        Ok(())
+    }
+}
+
+/// A balance or a storage slot: a JSON number, or a hex (`0x`) or decimal string below 2^256.
+fn word(value: &Value, what: &str) -> Result<U256, RpcError> {
+    let parsed = match value {
+        Value::Number(n) => n.as_u64().map(U256::from),
+        Value::String(s) => match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some("") => None,
+            Some(hex) => U256::from_str_radix(hex, 16).ok(),
+            None => U256::from_str_radix(s, 10).ok(),
+        },
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "invalid {what} {value}: expected a non-negative integer below 2^256 (a number, or a hex or decimal string)"
+        ))
+    })
+}
+
+/// A storage value: 32 bytes of hex, as anvil and hardhat take it (a shorter hex quantity is
+/// read as a number, as viem may send one).
+fn storage_value(value: &Value) -> Result<U256, RpcError> {
+    match value {
+        Value::String(s) if s.starts_with("0x") || s.starts_with("0X") => {
+            word(value, "storage value")
+        }
+        _ => Err(RpcError::invalid_params(format!(
+            "invalid storage value {value}: expected 32 bytes of hex"
+        ))),
+    }
+}
+
+fn bytecode(code: Bytes) -> Result<Bytecode, RpcError> {
+    Bytecode::new_raw_checked(code)
+        .map_err(|e| RpcError::invalid_params(format!("invalid code: {e}")))
 }
 
 /// A count of seconds or a timestamp: a JSON number, or a hex (`0x`) or decimal string.
@@ -221,6 +307,75 @@ impl DevControlsApiServer for DevControls {
         .map_err(internal)?
         .map_err(internal)?;
         Ok(reverted)
+    }
+
+    async fn anvil_set_balance(&self, address: Address, balance: Value) -> RpcResult<()> {
+        self.set_balance(address, balance).await
+    }
+
+    async fn hardhat_set_balance(&self, address: Address, balance: Value) -> RpcResult<bool> {
+        self.set_balance(address, balance).await.map(|()| true)
+    }
+
+    async fn anvil_set_nonce(&self, address: Address, nonce: Value) -> RpcResult<()> {
+        self.set_nonce(address, nonce).await
+    }
+
+    async fn hardhat_set_nonce(&self, address: Address, nonce: Value) -> RpcResult<bool> {
+        self.set_nonce(address, nonce).await.map(|()| true)
+    }
+
+    async fn anvil_set_code(&self, address: Address, code: Bytes) -> RpcResult<()> {
+        self.set_code(address, code).await
+    }
+
+    async fn hardhat_set_code(&self, address: Address, code: Bytes) -> RpcResult<bool> {
+        self.set_code(address, code).await.map(|()| true)
+    }
+
+    async fn anvil_set_storage_at(
+        &self,
+        address: Address,
+        slot: Value,
+        value: Value,
+    ) -> RpcResult<bool> {
+        self.set_storage_at(address, slot, value)
+            .await
+            .map(|()| true)
+    }
+
+    async fn hardhat_set_storage_at(
+        &self,
+        address: Address,
+        slot: Value,
+        value: Value,
+    ) -> RpcResult<bool> {
+        self.set_storage_at(address, slot, value)
+            .await
+            .map(|()| true)
+    }
+}
+
+impl DevControls {
+    async fn set_balance(&self, address: Address, balance: Value) -> RpcResult<()> {
+        let balance = word(&balance, "balance")?;
+        self.edit(address, StateEdit::Balance(balance)).await
+    }
+
+    async fn set_nonce(&self, address: Address, nonce: Value) -> RpcResult<()> {
+        let nonce = quantity(&nonce, "nonce")?;
+        self.edit(address, StateEdit::Nonce(nonce)).await
+    }
+
+    async fn set_code(&self, address: Address, code: Bytes) -> RpcResult<()> {
+        let code = bytecode(code)?;
+        self.edit(address, StateEdit::Code(code)).await
+    }
+
+    async fn set_storage_at(&self, address: Address, slot: Value, value: Value) -> RpcResult<()> {
+        let slot = word(&slot, "storage slot")?;
+        let value = storage_value(&value)?;
+        self.edit(address, StateEdit::Storage { slot, value }).await
     }
 }
 

@@ -194,8 +194,10 @@ impl ChainView for Store {
     }
 
     fn execution_witness(&self, number: u64) -> RpcResult<simnode_api::ExecutionWitness> {
-        crate::exec::witness::execution_witness(self, number)
-            .map_err(|err| RpcError::Internal(err.to_string()))
+        crate::exec::witness::execution_witness(self, number).map_err(|err| match err {
+            crate::exec::BlockError::StateEdit { .. } => RpcError::Server(err.to_string()),
+            err => RpcError::Internal(err.to_string()),
+        })
     }
 
     fn bad_blocks(&self) -> RpcResult<Vec<(B256, alloy::primitives::Bytes)>> {

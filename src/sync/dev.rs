@@ -14,15 +14,18 @@ use alloy::{
         BlockBody, Header, Sealed, Transaction, TxEnvelope, EMPTY_OMMER_ROOT_HASH,
     },
     eips::{eip4844::DATA_GAS_PER_BLOB, eip4895::Withdrawal},
-    primitives::{keccak256, Address, Sealable, B256},
+    primitives::{keccak256, Address, Sealable, B256, U256},
 };
 use alloy_hardforks::EthereumHardforks;
+use alloy_trie::EMPTY_ROOT_HASH;
+use revm::{bytecode::Bytecode, primitives::KECCAK_EMPTY, state::AccountInfo};
+use simnode_api::AccountChange;
 use simnode_api::TxPool;
 
 use crate::{
     exec::{self, BlockError},
     pool::Pool,
-    store::{NewBlock, Store},
+    store::{HistoricalState, NewBlock, Store, StoreError},
 };
 
 /// The header fields of the next block that are known before execution.
@@ -181,6 +184,85 @@ pub struct DevClock {
     pub next: Option<u64>,
 }
 
+impl DevClock {
+    /// The timestamp the next block takes (the head's + 1 at least, see [`assemble_block`]).
+    fn next_timestamp(&self) -> u64 {
+        self.next
+            .unwrap_or_else(|| now().saturating_add(self.offset))
+    }
+}
+
+/// The `extraData` of a block that carries a state edit.
+pub const STATE_EDIT_EXTRA_DATA: &[u8] = b"simnode state edit";
+
+/// A change to one account made outside any transaction, as anvil's and hardhat's
+/// `*_setBalance`, `*_setNonce`, `*_setCode` and `*_setStorageAt` make them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateEdit {
+    Balance(U256),
+    Nonce(u64),
+    /// Bytecode as revm reads it (checked: an EIP-7702 designator must be well formed).
+    Code(Bytecode),
+    /// A storage slot's new value (zero clears it).
+    Storage {
+        slot: U256,
+        value: U256,
+    },
+}
+
+impl StateEdit {
+    /// Puts the edit of `address` on top of `changes`, the changes of a block on `base`.
+    fn apply(
+        self,
+        base: &HistoricalState,
+        changes: &mut simnode_api::StateChanges,
+        address: Address,
+    ) -> Result<(), StoreError> {
+        let stored = base.account(&address)?;
+        let change = changes.entry(address).or_insert_with(|| AccountChange {
+            info: stored.as_ref().map(|a| AccountInfo {
+                balance: a.balance,
+                nonce: a.nonce,
+                code_hash: a.code_hash,
+                // Unchanged code stays where the store keeps it, by its hash.
+                code: None,
+                ..Default::default()
+            }),
+            wipe_storage: false,
+            storage: Default::default(),
+        });
+        let info = change.info.get_or_insert_with(|| AccountInfo {
+            code: None,
+            ..Default::default()
+        });
+        match self {
+            Self::Balance(balance) => info.balance = balance,
+            Self::Nonce(nonce) => info.nonce = nonce,
+            Self::Code(code) => {
+                info.code_hash = code.hash_slow();
+                info.code = Some(code);
+            }
+            Self::Storage { slot, value } => {
+                change.storage.insert(slot, value);
+            }
+        }
+        // An account left with nothing (EIP-161's empty, and no storage) does not exist.
+        let info_empty = change
+            .info
+            .as_ref()
+            .is_some_and(|i| i.balance.is_zero() && i.nonce == 0 && i.code_hash == KECCAK_EMPTY);
+        let stored_storage = !change.wipe_storage
+            && stored
+                .as_ref()
+                .is_some_and(|a| a.storage_root != EMPTY_ROOT_HASH);
+        let new_storage = change.storage.values().any(|v| !v.is_zero());
+        if info_empty && !stored_storage && !new_storage {
+            change.info = None;
+        }
+        Ok(())
+    }
+}
+
 impl DevChain {
     pub fn new(store: Arc<Store>, pool: Arc<Pool>) -> Self {
         Self {
@@ -245,18 +327,55 @@ impl DevChain {
     /// included yet (e.g. all wait behind a nonce gap), and `None` is returned.
     pub fn mine(&self, allow_empty: bool) -> Result<Option<NewBlock>, BlockError> {
         let _one_at_a_time = lock(&self.mining);
-        let (store, pool) = (&*self.store, &*self.pool);
-        let pending = pool.pending();
+        let pending = self.pool.pending();
         let started = std::time::Instant::now();
         let clock = self.clock();
-        let timestamp = clock
-            .next
-            .unwrap_or_else(|| now().saturating_add(clock.offset));
-        let (block, changes) = assemble_block(store, &pending, timestamp)?;
+        let (block, changes) = assemble_block(&self.store, &pending, clock.next_timestamp())?;
         if block.body.transactions.is_empty() && !allow_empty {
             return Ok(None);
         }
-        store.commit_block(&block, &changes)?;
+        self.store_mined(block, &changes, clock, started).map(Some)
+    }
+
+    /// Mines a block without transactions whose state also carries `edit` of `address`
+    /// (`anvil_setBalance` and its kin). A dev chain's state changes only through the blocks it
+    /// stores, so an edit is one: later blocks, every read of the state after it and
+    /// `evm_revert` see it like any other change, and the block's `stateRoot` is the root of
+    /// the state it stores. The edit applies after the block's system calls; its `extraData`
+    /// is [`STATE_EDIT_EXTRA_DATA`], since executing the block again does not make the edit.
+    pub fn edit(&self, address: Address, edit: StateEdit) -> Result<NewBlock, BlockError> {
+        let _one_at_a_time = lock(&self.mining);
+        let started = std::time::Instant::now();
+        let clock = self.clock();
+        let (block, mut changes) = assemble_block(&self.store, &[], clock.next_timestamp())?;
+        let mut header = block.header.inner().clone();
+        let parent = header.number - 1;
+        edit.apply(&self.store.state_after(parent)?, &mut changes, address)?;
+        header.state_root = self.store.state_root_on(parent, &changes)?;
+        header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
+        let block = NewBlock {
+            header: header.seal_slow(),
+            ..block
+        };
+        let block = self.store_mined(block, &changes, clock, started)?;
+        // A nonce edit can let waiting transactions in (or make them stale): let the miner look.
+        if !self.pool.is_empty() {
+            self.pool.added.notify_one();
+        }
+        Ok(block)
+    }
+
+    /// Stores a block mined with `clock` and does what follows a new dev block: the clock moves
+    /// on, the pool drops what the block made stale, the block is final.
+    fn store_mined(
+        &self,
+        block: NewBlock,
+        changes: &simnode_api::StateChanges,
+        clock: DevClock,
+        started: std::time::Instant,
+    ) -> Result<NewBlock, BlockError> {
+        let (store, pool) = (&*self.store, &*self.pool);
+        store.commit_block(&block, changes)?;
         if let Some(used) = clock.next {
             // Used by this block (unless a newer one was set meanwhile); later blocks' clock
             // goes on from it, as on hardhat and anvil.
@@ -281,7 +400,7 @@ impl DevChain {
         mark_head_final(store)?;
         crate::rpc::metrics::set_head_block(block.header.number);
         tracing::info!(target: "simnode::dev", number = block.header.number, txs = block.body.transactions.len(), gas = block.header.gas_used, "mined block");
-        Ok(Some(block))
+        Ok(block)
     }
 
     /// Takes the chain back to block `number` (which must still be the canonical block

@@ -478,4 +478,30 @@ describe('viem test actions on the dev node', () => {
     const back = await client.getBlock({ blockTag: 'latest' })
     assert.equal(back.hash, start.hash)
   })
+
+  // The state edits in both of viem's modes (anvil_* and hardhat_* names): each is mined as a
+  // block of its own, and a revert takes them back.
+  test('state edits', async () => {
+    const client = createPublicClient({ chain: devChain, transport: http(HTTP_URL), pollingInterval: 100 })
+    for (const mode of ['anvil', 'hardhat']) {
+      const testClient = createTestClient({ chain: devChain, mode, transport: http(HTTP_URL) })
+      const start = await client.getBlock({ blockTag: 'latest' })
+      const id = await testClient.snapshot()
+      const address = privateKeyToAccount(generatePrivateKey()).address
+      await testClient.setBalance({ address, value: parseEther('5') })
+      assert.equal(await client.getBalance({ address }), parseEther('5'), mode)
+      await testClient.setNonce({ address, nonce: 7 })
+      assert.equal(await client.getTransactionCount({ address }), 7, mode)
+      // Returns 42.
+      await testClient.setCode({ address, bytecode: '0x602a60005260206000f3' })
+      assert.equal((await client.call({ to: address })).data, word(42), mode)
+      await testClient.setStorageAt({ address, index: 1, value: word(9) })
+      assert.equal(await client.getStorageAt({ address, slot: toHex(1) }), word(9), mode)
+      assert.equal((await client.getBlock({ blockTag: 'latest' })).number, start.number + 4n, mode)
+
+      await testClient.revert({ id })
+      assert.equal(await client.getBalance({ address }), 0n, mode)
+      assert.equal((await client.getBlock({ blockTag: 'latest' })).hash, start.hash, mode)
+    }
+  })
 })
