@@ -78,20 +78,9 @@ pub trait DevControlsApi {
     async fn anvil_set_code(&self, address: Address, code: Bytes) -> RpcResult<()>;
     #[method(name = "hardhat_setCode")]
     async fn hardhat_set_code(&self, address: Address, code: Bytes) -> RpcResult<bool>;
-    #[method(name = "anvil_setStorageAt")]
-    async fn anvil_set_storage_at(
-        &self,
-        address: Address,
-        slot: Value,
-        value: Value,
-    ) -> RpcResult<bool>;
-    #[method(name = "hardhat_setStorageAt")]
-    async fn hardhat_set_storage_at(
-        &self,
-        address: Address,
-        slot: Value,
-        value: Value,
-    ) -> RpcResult<bool>;
+    /// Both names answer `true`.
+    #[method(name = "anvil_setStorageAt", aliases = ["hardhat_setStorageAt"])]
+    async fn set_storage_at(&self, address: Address, slot: Value, value: Value) -> RpcResult<bool>;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -127,6 +116,21 @@ impl DevControls {
             .map_err(internal)?
             .map_err(internal)?;
         Ok(())
+    }
+
+    async fn set_balance(&self, address: Address, balance: Value) -> RpcResult<()> {
+        let balance = word(&balance, "balance")?;
+        self.edit(address, StateEdit::Balance(balance)).await
+    }
+
+    async fn set_nonce(&self, address: Address, nonce: Value) -> RpcResult<()> {
+        let nonce = quantity(&nonce, "nonce")?;
+        self.edit(address, StateEdit::Nonce(nonce)).await
+    }
+
+    async fn set_code(&self, address: Address, code: Bytes) -> RpcResult<()> {
+        let code = bytecode(code)?;
+        self.edit(address, StateEdit::Code(code)).await
     }
 }
 
@@ -166,7 +170,7 @@ fn bytecode(code: Bytes) -> Result<Bytecode, RpcError> {
         .map_err(|e| RpcError::invalid_params(format!("invalid code: {e}")))
 }
 
-/// A count of seconds or a timestamp: a JSON number, or a hex (`0x`) or decimal string.
+/// A count, a timestamp or a nonce: a JSON number, or a hex (`0x`) or decimal string.
 fn quantity(value: &Value, what: &str) -> Result<u64, RpcError> {
     let parsed = match value {
         Value::Number(n) => n.as_u64(),
@@ -333,49 +337,12 @@ impl DevControlsApiServer for DevControls {
         self.set_code(address, code).await.map(|()| true)
     }
 
-    async fn anvil_set_storage_at(
-        &self,
-        address: Address,
-        slot: Value,
-        value: Value,
-    ) -> RpcResult<bool> {
-        self.set_storage_at(address, slot, value)
-            .await
-            .map(|()| true)
-    }
-
-    async fn hardhat_set_storage_at(
-        &self,
-        address: Address,
-        slot: Value,
-        value: Value,
-    ) -> RpcResult<bool> {
-        self.set_storage_at(address, slot, value)
-            .await
-            .map(|()| true)
-    }
-}
-
-impl DevControls {
-    async fn set_balance(&self, address: Address, balance: Value) -> RpcResult<()> {
-        let balance = word(&balance, "balance")?;
-        self.edit(address, StateEdit::Balance(balance)).await
-    }
-
-    async fn set_nonce(&self, address: Address, nonce: Value) -> RpcResult<()> {
-        let nonce = quantity(&nonce, "nonce")?;
-        self.edit(address, StateEdit::Nonce(nonce)).await
-    }
-
-    async fn set_code(&self, address: Address, code: Bytes) -> RpcResult<()> {
-        let code = bytecode(code)?;
-        self.edit(address, StateEdit::Code(code)).await
-    }
-
-    async fn set_storage_at(&self, address: Address, slot: Value, value: Value) -> RpcResult<()> {
+    async fn set_storage_at(&self, address: Address, slot: Value, value: Value) -> RpcResult<bool> {
         let slot = word(&slot, "storage slot")?;
         let value = storage_value(&value)?;
-        self.edit(address, StateEdit::Storage { slot, value }).await
+        self.edit(address, StateEdit::Storage { slot, value })
+            .await
+            .map(|()| true)
     }
 }
 
