@@ -1,7 +1,8 @@
 //! The dev miner: builds blocks from the transaction pool and stores them through the same
 //! execution and store path as imported blocks. It mines as soon as a transaction arrives, or
 //! on a fixed interval with `--dev.block-time`; [`DevChain`] also serves the test controls
-//! (`evm_mine`, the clock, snapshots and reverts, see `crate::rpc::dev_controls`).
+//! (`evm_mine`, the clock, snapshots and reverts, and state edits mined as blocks of their own,
+//! see `crate::rpc::dev_controls`).
 
 use std::{
     sync::{Arc, Mutex},
