@@ -61,22 +61,27 @@ pub fn build_block(
     candidates: &[Recovered<TxEnvelope>],
     timestamp: u64,
 ) -> Result<NewBlock, BlockError> {
-    let (block, changes) = assemble_block(store, candidates, timestamp)?;
+    let (block, changes) = assemble_block(store, candidates, timestamp, None)?;
     store.commit_block(&block, &changes)?;
     Ok(block)
 }
 
 /// Builds the next block on the head without storing it: the block and its state changes.
-pub fn assemble_block(
+/// With `edit`, the block also carries that state edit (see [`DevChain::edit`]).
+fn assemble_block(
     store: &Store,
     candidates: &[Recovered<TxEnvelope>],
     timestamp: u64,
+    edit: Option<(Address, StateEdit)>,
 ) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
     let parent = store.head_header()?;
     let timestamp = timestamp.max(parent.timestamp.saturating_add(1));
-    let header = next_header(store, &parent, timestamp);
+    let mut header = next_header(store, &parent, timestamp);
+    if edit.is_some() {
+        header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
+    }
     let withdrawals = header.withdrawals_root.map(|_| Vec::new());
-    assemble_on(store, &parent, header, withdrawals, candidates, true)
+    assemble_with(store, &parent, header, withdrawals, candidates, true, edit)
 }
 
 /// Builds a block on the stored block `parent` from `header` (the fields known before
@@ -86,10 +91,31 @@ pub fn assemble_block(
 pub fn assemble_on(
     store: &Store,
     parent: &Sealed<Header>,
+    header: Header,
+    withdrawals: Option<Vec<Withdrawal>>,
+    candidates: &[Recovered<TxEnvelope>],
+    skip_invalid: bool,
+) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
+    assemble_with(
+        store,
+        parent,
+        header,
+        withdrawals,
+        candidates,
+        skip_invalid,
+        None,
+    )
+}
+
+/// [`assemble_on`], with `edit` put on the block's changes before its state root.
+fn assemble_with(
+    store: &Store,
+    parent: &Sealed<Header>,
     mut header: Header,
     withdrawals: Option<Vec<Withdrawal>>,
     candidates: &[Recovered<TxEnvelope>],
     skip_invalid: bool,
+    edit: Option<(Address, StateEdit)>,
 ) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
     let spec = store.spec().clone();
     // Blob gas is limited per block; the executor does not enforce it, the builder must.
@@ -117,7 +143,7 @@ pub fn assemble_on(
         blob_gas += needed;
         txs.push((tx.inner(), tx.signer()));
     }
-    let run = exec::run_block(
+    let mut run = exec::run_block(
         store,
         parent,
         &header,
@@ -126,6 +152,13 @@ pub fn assemble_on(
         &txs,
         skip_invalid,
     )?;
+    if let Some((address, edit)) = edit {
+        edit.apply(
+            &store.state_after(parent.number)?,
+            &mut run.changes,
+            address,
+        )?;
+    }
 
     let transactions: Vec<TxEnvelope> = run.included.iter().map(|&i| txs[i].0.clone()).collect();
     let senders: Vec<Address> = run.included.iter().map(|&i| txs[i].1).collect();
@@ -331,7 +364,7 @@ impl DevChain {
         let pending = self.pool.pending();
         let started = std::time::Instant::now();
         let clock = self.clock();
-        let (block, changes) = assemble_block(&self.store, &pending, clock.next_timestamp())?;
+        let (block, changes) = assemble_block(&self.store, &pending, clock.next_timestamp(), None)?;
         if block.body.transactions.is_empty() && !allow_empty {
             return Ok(None);
         }
@@ -348,16 +381,12 @@ impl DevChain {
         let _one_at_a_time = lock(&self.mining);
         let started = std::time::Instant::now();
         let clock = self.clock();
-        let (block, mut changes) = assemble_block(&self.store, &[], clock.next_timestamp())?;
-        let mut header = block.header.inner().clone();
-        let parent = header.number - 1;
-        edit.apply(&self.store.state_after(parent)?, &mut changes, address)?;
-        header.state_root = self.store.state_root_on(parent, &changes)?;
-        header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
-        let block = NewBlock {
-            header: header.seal_slow(),
-            ..block
-        };
+        let (block, changes) = assemble_block(
+            &self.store,
+            &[],
+            clock.next_timestamp(),
+            Some((address, edit)),
+        )?;
         let block = self.store_mined(block, &changes, clock, started)?;
         // A nonce edit can let waiting transactions in (or make them stale): let the miner look.
         if !self.pool.is_empty() {
