@@ -127,7 +127,15 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let accounts = rpc::accounts::rpc_module(keys, methods.clone(), store.clone());
+    // Set by the dev controls, read when sending: empty unless a dev node impersonates.
+    let impersonation = Arc::new(rpc::accounts::Impersonation::default());
+    let accounts = rpc::accounts::rpc_module(
+        keys,
+        impersonation.clone(),
+        methods.clone(),
+        ctx.clone(),
+        store.clone(),
+    );
     methods
         .merge(accounts)
         .context("registering the accounts methods")?;
@@ -136,7 +144,10 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         .then(|| Arc::new(dev::DevChain::new(store.clone(), pool.clone())));
     if let Some(dev_chain) = &dev_chain {
         methods
-            .merge(rpc::dev_controls::rpc_module(dev_chain.clone()))
+            .merge(rpc::dev_controls::rpc_module(
+                dev_chain.clone(),
+                impersonation.clone(),
+            ))
             .context("registering the dev controls")?;
     }
 

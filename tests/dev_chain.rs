@@ -952,3 +952,149 @@ fn dev_node_state_edits_are_blocks_of_their_own() {
     }
     assert_eq!(number(&node), before);
 }
+
+/// anvil's and hardhat's impersonation: eth_sendTransaction sends for an account without its
+/// key, even a contract's. The transaction names its sender in a stand-in signature, hashes
+/// like any other, and its block (marked, EIP-3607 off) replays to the same traces and root.
+#[test]
+fn dev_node_sends_for_impersonated_accounts() {
+    let node = Node::start(
+        TempDir::new("dev-impersonate"),
+        Path::new("dev"),
+        &["--dev"],
+    );
+    let who = address!("000000000000000000000000000000000000beef");
+    let to = address!("0000000000000000000000000000000000002222");
+    let contract = address!("000000000000000000000000000000000000c0de");
+    let send = |node: &Node, from: Address, value: &str| {
+        node.call(
+            "eth_sendTransaction",
+            json!([{"from": from, "to": to, "value": value}]),
+        )
+    };
+    let mined = |node: &Node, hash: &Value| {
+        wait_for(node, "the impersonated transaction", |n| {
+            let r = n.result("eth_getTransactionReceipt", json!([hash]));
+            (!r.is_null()).then_some(r)
+        })
+    };
+    let accounts = |node: &Node| node.result("eth_accounts", json!([]));
+    let marker = format!("0x{}", alloy::hex::encode(b"simnode impersonation"));
+
+    // Not impersonated: the node has no key for it.
+    assert_eq!(send(&node, who, "0x1")["error"]["code"], -32000);
+    assert_eq!(
+        node.result("anvil_impersonateAccount", json!([who])),
+        Value::Null
+    );
+    let listed = accounts(&node);
+    assert_eq!(listed.as_array().unwrap().len(), 11, "{listed}");
+    assert_eq!(listed[10], json!(who));
+    // Checked as a signed transaction would be: no funds yet.
+    let poor = send(&node, who, "0x1");
+    assert!(
+        poor["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("insufficient funds"),
+        "{poor}"
+    );
+    node.result("anvil_setBalance", json!([who, "0xde0b6b3a7640000"]));
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": who, "to": to, "value": "0x5"}]),
+    );
+    let receipt = mined(&node, &hash);
+    assert_eq!(receipt["status"], "0x1");
+    assert_eq!(receipt["from"], json!(who));
+    let tx = node.result("eth_getTransactionByHash", json!([hash]));
+    assert_eq!(tx["from"], json!(who));
+    assert_eq!(tx["r"], "0xbeef");
+    assert_eq!(tx["s"], "0x1");
+    // The hash is that of the encoding, as for any transaction.
+    let raw = node.result("eth_getRawTransactionByHash", json!([hash]));
+    assert_eq!(node.result("web3_sha3", json!([raw])), hash);
+    assert_eq!(node.result("eth_getBalance", json!([to, "latest"])), "0x5");
+    let block = node.result(
+        "eth_getBlockByNumber",
+        json!([receipt["blockNumber"], false]),
+    );
+    assert_eq!(block["extraData"], marker);
+    // Replays read the stored sender.
+    let traced = node.result(
+        "debug_traceTransaction",
+        json!([hash, {"tracer": "callTracer"}]),
+    );
+    assert_eq!(traced["from"], json!(who));
+    assert_eq!(traced["value"], "0x5");
+    let witness = node.result("debug_executionWitness", json!([receipt["blockNumber"]]));
+    assert!(witness["state"].is_array(), "{witness}");
+    // Nothing is signed for it.
+    let signed = node.call(
+        "eth_signTransaction",
+        json!([{"from": who, "to": to, "value": "0x1"}]),
+    );
+    assert_eq!(signed["error"]["code"], -32000, "{signed}");
+
+    // A contract sends: EIP-3607 is off in the marked block, when mined and when traced.
+    node.result("anvil_setCode", json!([contract, "0x602a60005260206000f3"]));
+    node.result("anvil_setBalance", json!([contract, "0xde0b6b3a7640000"]));
+    assert_eq!(
+        node.result("hardhat_impersonateAccount", json!([contract])),
+        json!(true)
+    );
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": contract, "to": to, "value": "0x7"}]),
+    );
+    let receipt = mined(&node, &hash);
+    assert_eq!(receipt["status"], "0x1");
+    assert_eq!(node.result("eth_getBalance", json!([to, "latest"])), "0xc");
+    let traces = node.result("trace_transaction", json!([hash]));
+    assert_eq!(traces[0]["action"]["from"], json!(contract), "{traces}");
+
+    // Stopped: unknown again, and off the list; a signed transaction's block is not marked.
+    assert_eq!(
+        node.result("anvil_stopImpersonatingAccount", json!([who])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("hardhat_stopImpersonatingAccount", json!([contract])),
+        json!(true)
+    );
+    assert_eq!(send(&node, who, "0x1")["error"]["code"], -32000);
+    assert_eq!(accounts(&node).as_array().unwrap().len(), 10);
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": to, "value": "0x1"}]),
+    );
+    let receipt = mined(&node, &hash);
+    let block = node.result(
+        "eth_getBlockByNumber",
+        json!([receipt["blockNumber"], false]),
+    );
+    assert_ne!(block["extraData"], marker);
+
+    // Auto impersonation covers every account without a key, and lists none.
+    assert_eq!(
+        node.result("anvil_autoImpersonateAccount", json!([true])),
+        Value::Null
+    );
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": who, "to": to, "value": "0x1"}]),
+    );
+    assert_eq!(mined(&node, &hash)["status"], "0x1");
+    assert_eq!(accounts(&node).as_array().unwrap().len(), 10);
+    node.result("anvil_autoImpersonateAccount", json!([false]));
+    assert_eq!(send(&node, who, "0x1")["error"]["code"], -32000);
+
+    for (method, params) in [
+        ("anvil_impersonateAccount", json!(["0x1234"])),
+        ("anvil_autoImpersonateAccount", json!(["yes"])),
+        ("hardhat_impersonateAccount", json!([])),
+    ] {
+        let answer = node.call(method, params);
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+    }
+}

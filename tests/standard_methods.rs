@@ -112,6 +112,7 @@ fn the_node_says_what_it_is() {
         "evm_snapshot",
         "evm_increaseTime",
         "anvil_setBalance",
+        "anvil_impersonateAccount",
     ] {
         assert_eq!(
             node.call(method, json!([]))["error"]["code"],

@@ -13,8 +13,17 @@
 //! of the tip plus twice the head's base fee (a gas price before London), the chain id. The
 //! defaults come from the node's own methods, and a signed transaction goes to the pool through
 //! `eth_sendRawTransaction`, so it is checked exactly as one sent signed.
+//!
+//! A dev node also sends for the accounts it impersonates ([`Impersonation`], set by
+//! `anvil_impersonateAccount` and its kin): the filled transaction gets the stand-in signature
+//! of `simnode_api::impersonation` and goes through the same checks as a signed one, its
+//! sender given rather than recovered. `eth_accounts` lists them after the keys; nothing is
+//! signed for them (`eth_sign` and `eth_signTransaction` stay "unknown account").
 
-use std::sync::Arc;
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Arc, Mutex,
+};
 
 use alloy::{
     consensus::{SignableTransaction, TxEnvelope, TypedTransaction},
@@ -29,7 +38,7 @@ use jsonrpsee::{
 use k256::ecdsa::SigningKey;
 use serde::Serialize;
 use serde_json::{json, Value};
-use simnode_api::RpcError;
+use simnode_api::{ModuleContext, RpcError};
 
 use crate::store::Store;
 
@@ -75,10 +84,52 @@ pub struct SignedTransaction {
     tx: TxEnvelope,
 }
 
+/// The accounts a dev node sends for without their keys, as anvil's and hardhat's
+/// `*_impersonateAccount` set them. Empty (and never changed) on other nodes.
+#[derive(Debug, Default)]
+pub struct Impersonation {
+    /// In the order they were added, as `eth_accounts` lists them.
+    accounts: Mutex<Vec<Address>>,
+    /// `anvil_autoImpersonateAccount`: every account without a key is impersonated.
+    auto: AtomicBool,
+}
+
+impl Impersonation {
+    fn accounts(&self) -> std::sync::MutexGuard<'_, Vec<Address>> {
+        self.accounts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn start(&self, address: Address) {
+        let mut accounts = self.accounts();
+        if !accounts.contains(&address) {
+            accounts.push(address);
+        }
+    }
+
+    pub fn stop(&self, address: Address) {
+        self.accounts().retain(|a| *a != address);
+    }
+
+    pub fn set_auto(&self, on: bool) {
+        self.auto.store(on, Ordering::Relaxed);
+    }
+
+    pub fn covers(&self, address: Address) -> bool {
+        self.auto.load(Ordering::Relaxed) || self.accounts().contains(&address)
+    }
+
+    pub fn listed(&self) -> Vec<Address> {
+        self.accounts().clone()
+    }
+}
+
 pub struct Accounts {
     keys: Vec<(Address, SigningKey)>,
+    impersonation: Arc<Impersonation>,
     /// The node's other methods: defaults are asked of them and transactions sent through them.
     methods: Methods,
+    /// What impersonated transactions are checked against and handed to.
+    ctx: ModuleContext,
     store: Arc<Store>,
     /// One transaction at a time is filled and sent, so that two from one sender do not take
     /// the same pending nonce.
@@ -86,10 +137,18 @@ pub struct Accounts {
 }
 
 impl Accounts {
-    pub fn new(keys: Vec<(Address, SigningKey)>, methods: Methods, store: Arc<Store>) -> Self {
+    pub fn new(
+        keys: Vec<(Address, SigningKey)>,
+        impersonation: Arc<Impersonation>,
+        methods: Methods,
+        ctx: ModuleContext,
+        store: Arc<Store>,
+    ) -> Self {
         Self {
             keys,
+            impersonation,
             methods,
+            ctx,
             store,
             sending: tokio::sync::Mutex::new(()),
         }
@@ -241,11 +300,24 @@ fn server(message: impl Into<String>) -> ErrorObjectOwned {
 #[jsonrpsee::core::async_trait]
 impl AccountsApiServer for Accounts {
     fn accounts(&self) -> RpcResult<Vec<Address>> {
-        Ok(self.keys.iter().map(|(address, _)| *address).collect())
+        let mut accounts: Vec<Address> = self.keys.iter().map(|(address, _)| *address).collect();
+        for address in self.impersonation.listed() {
+            if !accounts.contains(&address) {
+                accounts.push(address);
+            }
+        }
+        Ok(accounts)
     }
 
     async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256> {
         let _one_at_a_time = self.sending.lock().await;
+        let from = request.from.unwrap_or_default();
+        if self.key(from).is_err() && self.impersonation.covers(from) {
+            let tx = self.filled(request).await?;
+            let tx = TxEnvelope::from(tx.into_signed(simnode_api::impersonation::signature(from)));
+            return simnode_eth::send::submit(&self.ctx, tx, from)
+                .map_err(simnode_eth::send::submit_error);
+        }
         let tx = self.signed(request).await?;
         let raw = Bytes::from(tx.encoded_2718());
         self.ask("eth_sendRawTransaction", vec![json!(raw)]).await
@@ -295,11 +367,16 @@ impl AccountsApiServer for Accounts {
     }
 }
 
-/// The accounts methods over `keys`, asking `methods` (the node's other methods) for defaults.
+/// The accounts methods over `keys` and the impersonated accounts, asking `methods` (the
+/// node's other methods) for defaults.
 pub fn rpc_module(
     keys: Vec<(Address, SigningKey)>,
+    impersonation: Arc<Impersonation>,
     methods: Methods,
+    ctx: ModuleContext,
     store: Arc<Store>,
 ) -> Methods {
-    Accounts::new(keys, methods, store).into_rpc().into()
+    Accounts::new(keys, impersonation, methods, ctx, store)
+        .into_rpc()
+        .into()
 }

@@ -17,6 +17,12 @@
 //!   any transaction. Each edit is mined at once as a block of its own (no transactions, see
 //!   [`DevChain::edit`]), so the block number moves by one where anvil and hardhat edit in
 //!   place. The anvil names answer `null` (`true` for setStorageAt), the hardhat names `true`.
+//! - `anvil_impersonateAccount` / `hardhat_impersonateAccount address`,
+//!   `*_stopImpersonatingAccount address`, `anvil_autoImpersonateAccount enabled`:
+//!   `eth_sendTransaction` sends for the account without its key (for every account with auto
+//!   impersonation on), see [`crate::rpc::accounts`]. A block holding such a transaction is
+//!   marked and runs without EIP-3607, so a contract can send one. The anvil names answer
+//!   `null`, the hardhat names `true`.
 
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +32,10 @@ use revm::bytecode::Bytecode;
 use serde_json::Value;
 use simnode_api::RpcError;
 
-use crate::sync::dev::{DevChain, DevClock, StateEdit};
+use crate::{
+    rpc::accounts::Impersonation,
+    sync::dev::{DevChain, DevClock, StateEdit},
+};
 
 /// Most blocks one `evm_mine` mines.
 pub const MAX_BLOCKS_PER_MINE: u64 = 1000;
@@ -48,6 +57,11 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("hardhat_setCode", 2),
     ("anvil_setStorageAt", 3),
     ("hardhat_setStorageAt", 3),
+    ("anvil_impersonateAccount", 1),
+    ("hardhat_impersonateAccount", 1),
+    ("anvil_stopImpersonatingAccount", 1),
+    ("hardhat_stopImpersonatingAccount", 1),
+    ("anvil_autoImpersonateAccount", 1),
 ];
 
 #[rpc(server)]
@@ -81,6 +95,16 @@ pub trait DevControlsApi {
     /// Both names answer `true`.
     #[method(name = "anvil_setStorageAt", aliases = ["hardhat_setStorageAt"])]
     async fn set_storage_at(&self, address: Address, slot: Value, value: Value) -> RpcResult<bool>;
+    #[method(name = "anvil_impersonateAccount")]
+    fn anvil_impersonate(&self, address: Address) -> RpcResult<()>;
+    #[method(name = "hardhat_impersonateAccount")]
+    fn hardhat_impersonate(&self, address: Address) -> RpcResult<bool>;
+    #[method(name = "anvil_stopImpersonatingAccount")]
+    fn anvil_stop_impersonating(&self, address: Address) -> RpcResult<()>;
+    #[method(name = "hardhat_stopImpersonatingAccount")]
+    fn hardhat_stop_impersonating(&self, address: Address) -> RpcResult<bool>;
+    #[method(name = "anvil_autoImpersonateAccount")]
+    fn auto_impersonate(&self, enabled: bool) -> RpcResult<()>;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -94,13 +118,15 @@ struct Snapshot {
 pub struct DevControls {
     dev: Arc<DevChain>,
     snapshots: Mutex<Vec<Snapshot>>,
+    impersonation: Arc<Impersonation>,
 }
 
 impl DevControls {
-    pub fn new(dev: Arc<DevChain>) -> Self {
+    pub fn new(dev: Arc<DevChain>, impersonation: Arc<Impersonation>) -> Self {
         Self {
             dev,
             snapshots: Mutex::new(Vec::new()),
+            impersonation,
         }
     }
 
@@ -344,9 +370,35 @@ impl DevControlsApiServer for DevControls {
             .await
             .map(|()| true)
     }
+
+    fn anvil_impersonate(&self, address: Address) -> RpcResult<()> {
+        self.impersonation.start(address);
+        Ok(())
+    }
+
+    fn hardhat_impersonate(&self, address: Address) -> RpcResult<bool> {
+        self.impersonation.start(address);
+        Ok(true)
+    }
+
+    fn anvil_stop_impersonating(&self, address: Address) -> RpcResult<()> {
+        self.impersonation.stop(address);
+        Ok(())
+    }
+
+    fn hardhat_stop_impersonating(&self, address: Address) -> RpcResult<bool> {
+        self.impersonation.stop(address);
+        Ok(true)
+    }
+
+    fn auto_impersonate(&self, enabled: bool) -> RpcResult<()> {
+        self.impersonation.set_auto(enabled);
+        Ok(())
+    }
 }
 
-/// The controls of `dev`'s chain.
-pub fn rpc_module(dev: Arc<DevChain>) -> jsonrpsee::Methods {
-    DevControls::new(dev).into_rpc().into()
+/// The controls of `dev`'s chain; the impersonation methods set `impersonation`, which the
+/// accounts methods read.
+pub fn rpc_module(dev: Arc<DevChain>, impersonation: Arc<Impersonation>) -> jsonrpsee::Methods {
+    DevControls::new(dev, impersonation).into_rpc().into()
 }

@@ -20,8 +20,10 @@ use alloy::{
 use alloy_hardforks::EthereumHardforks;
 use alloy_trie::EMPTY_ROOT_HASH;
 use revm::{bytecode::Bytecode, primitives::KECCAK_EMPTY, state::AccountInfo};
-use simnode_api::AccountChange;
-use simnode_api::TxPool;
+use simnode_api::{
+    impersonation::{self, IMPERSONATION_EXTRA_DATA},
+    AccountChange, TxPool,
+};
 
 use crate::{
     exec::{self, BlockError},
@@ -79,6 +81,9 @@ fn assemble_block(
     let mut header = next_header(store, &parent, timestamp);
     if edit.is_some() {
         header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
+    } else if candidates.iter().any(impersonation::is_impersonated) {
+        // The marker turns EIP-3607 off for this block, here and in every replay of it.
+        header.extra_data = alloy::primitives::Bytes::from_static(IMPERSONATION_EXTRA_DATA);
     }
     let withdrawals = header.withdrawals_root.map(|_| Vec::new());
     assemble_with(store, &parent, header, withdrawals, candidates, true, edit)

@@ -394,6 +394,11 @@ impl EngineApi {
                 if !matches!(self.store.transaction_location(tx.tx_hash()), Ok(None)) {
                     continue;
                 }
+                // A dev node's impersonated transaction names its sender instead of being
+                // signed by it: it is not taken back.
+                if simnode_api::impersonation::named_sender(tx).is_some() {
+                    continue;
+                }
                 let Ok(sender) = tx.recover_signer() else {
                     continue;
                 };
@@ -854,6 +859,22 @@ mod reorg_tests {
             signed(&key, tx)
         };
         pool.insert(blob.clone()).unwrap();
+        // Nor would a dev node's impersonated transaction (no other node could check it).
+        let impersonated = {
+            let sender = address!("90F79bf6EB2c4f870365E785982E1f101E93b906");
+            let tx = TxEip1559 {
+                chain_id: crate::chain::DEV_CHAIN_ID,
+                gas_limit: 21_000,
+                max_fee_per_gas: 100_000_000_000,
+                max_priority_fee_per_gas: 1_000_000_000,
+                to: TxKind::Call(Y),
+                value: U256::from(1),
+                ..Default::default()
+            };
+            let tx = tx.into_signed(simnode_api::impersonation::signature(sender));
+            Recovered::new_unchecked(TxEnvelope::from(tx), sender)
+        };
+        pool.insert(impersonated.clone()).unwrap();
         let envelope = api.get_payload(5, id).unwrap();
         let payload: ExecutionPayloadV3 =
             serde_json::from_value(envelope["executionPayload"].clone()).unwrap();
@@ -898,7 +919,12 @@ mod reorg_tests {
         assert!(tx_known(&node, *tx.inner().tx_hash()));
         assert!(tx_known(&node, *late.inner().tx_hash()));
         assert!(!tx_known(&node, *blob.inner().tx_hash()));
-        assert_eq!(pool.len(), 1, "the blob transaction waits");
+        assert!(!tx_known(&node, *impersonated.inner().tx_hash()));
+        assert_eq!(
+            pool.len(),
+            2,
+            "the blob and the impersonated transactions wait"
+        );
         // Its parent is no longer the head: the payload is given as built, not built again.
         let after = api.get_payload(5, id).unwrap();
         assert_eq!(

@@ -132,8 +132,8 @@ pub fn payload_id(
     PayloadId(B64::from_slice(&hash[..8]))
 }
 
-/// Builds a block on `parent` from the pool (blob transactions aside), leaving out what cannot
-/// be included.
+/// Builds a block on `parent` from the pool (blob transactions and a dev node's impersonated
+/// ones aside: no other node could check them), leaving out what cannot be included.
 pub fn build_from_pool(
     store: &Store,
     pool: &Pool,
@@ -143,7 +143,7 @@ pub fn build_from_pool(
     let candidates: Vec<_> = pool
         .pending()
         .into_iter()
-        .filter(|tx| !tx.inner().is_eip4844())
+        .filter(|tx| !tx.inner().is_eip4844() && !simnode_api::impersonation::is_impersonated(tx))
         .collect();
     payload::build(
         store,

@@ -44,13 +44,20 @@ impl ChainSpec {
     }
 
     /// The EVM environment to execute `header`'s block in.
+    /// The EVM environment of the block `header` heads. A dev block holding impersonated
+    /// transactions (marked by its `extraData`, see [`crate::impersonation`]) runs with
+    /// EIP-3607 off, so that the contract sending one is not refused.
     pub fn evm_env(&self, header: &Header) -> EvmEnv {
-        EvmEnv::for_eth_block(
+        let mut env = EvmEnv::for_eth_block(
             header,
             self,
             self.chain_id,
             self.blob_params_at(header.timestamp),
-        )
+        );
+        if header.extra_data[..] == *crate::impersonation::IMPERSONATION_EXTRA_DATA {
+            env.cfg_env.disable_eip3607 = true;
+        }
+        env
     }
 
     /// Base fee of the child of `parent`, `None` before London.

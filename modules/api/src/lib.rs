@@ -12,6 +12,7 @@ pub mod count;
 pub mod error;
 pub mod events;
 pub mod guard;
+pub mod impersonation;
 pub mod limits;
 pub mod lookup;
 pub mod offload;

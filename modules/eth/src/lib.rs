@@ -17,7 +17,7 @@ mod filters;
 mod logs;
 mod node_facts;
 mod pubsub;
-mod send;
+pub mod send;
 mod send_sync;
 mod syncing;
 mod uncles;

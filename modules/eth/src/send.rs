@@ -6,7 +6,7 @@ use alloy::{
         transaction::SignerRecoverable, Signed, Transaction as _, TxEip4844Variant, TxEnvelope,
     },
     eips::eip7594::{BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB},
-    primitives::{B256, U256},
+    primitives::{Address, B256, U256},
 };
 use revm::DatabaseRef;
 use simnode_api::{ModuleContext, RpcError, RpcResult};
@@ -63,6 +63,13 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     let sender = tx
         .recover_signer()
         .map_err(|_| RpcError::Server("invalid sender".into()))?;
+    submit(ctx, tx, sender)
+}
+
+/// Checks `tx` from `sender` against the latest state as geth's pool does and hands it to
+/// the pool: eth_sendRawTransaction's checks after recovery. The node also sends its dev
+/// node's impersonated transactions through it, whose sender cannot be recovered.
+pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult<B256> {
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
             return Err(RpcError::Server(
