@@ -504,4 +504,25 @@ describe('viem test actions on the dev node', () => {
       assert.equal((await client.getBlock({ blockTag: 'latest' })).hash, start.hash, mode)
     }
   })
+
+  // Impersonation in both of viem's modes: a wallet client with a JSON-RPC account sends for
+  // an address the node has no key of (eth_sendTransaction), until impersonation stops.
+  test('impersonation', async () => {
+    const client = createPublicClient({ chain: devChain, transport: http(HTTP_URL), pollingInterval: 100 })
+    for (const mode of ['anvil', 'hardhat']) {
+      const testClient = createTestClient({ chain: devChain, mode, transport: http(HTTP_URL) })
+      const address = privateKeyToAccount(generatePrivateKey()).address
+      const to = privateKeyToAccount(generatePrivateKey()).address
+      const wallet = createWalletClient({ account: address, chain: devChain, transport: http(HTTP_URL) })
+      await testClient.setBalance({ address, value: parseEther('1') })
+      await testClient.impersonateAccount({ address })
+      const hash = await wallet.sendTransaction({ to, value: 5n })
+      const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 100 })
+      assert.equal(receipt.status, 'success', mode)
+      assert.equal(receipt.from, address.toLowerCase(), mode)
+      assert.equal(await client.getBalance({ address: to }), 5n, mode)
+      await testClient.stopImpersonatingAccount({ address })
+      await assert.rejects(wallet.sendTransaction({ to, value: 1n }), /unknown account/, mode)
+    }
+  })
 })
