@@ -49,7 +49,7 @@ pub struct NodeArgs {
     #[arg(long)]
     pub dev: bool,
     /// Mine on this interval instead of per transaction.
-    #[arg(long = "dev.block-time")]
+    #[arg(long = "dev.block-time", value_parser = clap::value_parser!(u64).range(1..))]
     pub dev_block_time: Option<u64>,
     #[arg(long = "authrpc.addr", default_value = "127.0.0.1")]
     pub authrpc_addr: std::net::IpAddr,

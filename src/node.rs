@@ -139,9 +139,13 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     methods
         .merge(accounts)
         .context("registering the accounts methods")?;
-    let dev_chain = args
-        .dev
-        .then(|| Arc::new(dev::DevChain::new(store.clone(), pool.clone())));
+    let dev_chain = args.dev.then(|| {
+        let mode = match args.dev_block_time {
+            Some(seconds) => dev::MiningMode::Interval(Duration::from_secs(seconds)),
+            None => dev::MiningMode::Auto,
+        };
+        Arc::new(dev::DevChain::new(store.clone(), pool.clone(), mode))
+    });
     if let Some(dev_chain) = &dev_chain {
         methods
             .merge(rpc::dev_controls::rpc_module(
@@ -187,10 +191,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     )
     .await?;
 
-    let miner = dev_chain.map(|dev_chain| {
-        let block_time = args.dev_block_time.map(Duration::from_secs);
-        tokio::spawn(dev::run_miner(dev_chain, block_time))
-    });
+    let miner = dev_chain.map(|dev_chain| tokio::spawn(dev::run_miner(dev_chain)));
 
     println!(
         "simnode {} on chain {} (id {}), head #{}",

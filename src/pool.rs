@@ -58,6 +58,28 @@ impl Pool {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Drops the transaction `hash` (a dev node's `anvil_dropTransaction`); whether it was
+    /// waiting. A sender's later transactions stay, behind the gap it leaves.
+    pub fn drop_transaction(&self, hash: &B256) -> bool {
+        self.lock().remove(hash)
+    }
+
+    /// Drops every waiting transaction of `sender`, or of every sender with `None`.
+    pub fn drop_all(&self, sender: Option<Address>) {
+        let mut inner = self.lock();
+        let hashes: Vec<B256> = match sender {
+            Some(sender) => inner
+                .by_sender
+                .get(&sender)
+                .map(|m| m.values().copied().collect())
+                .unwrap_or_default(),
+            None => inner.by_hash.keys().copied().collect(),
+        };
+        for hash in &hashes {
+            inner.remove(hash);
+        }
+    }
+
     /// Drops transactions a new block made obsolete: those it included and, per sender, those
     /// whose nonce is now below the account's nonce.
     pub fn on_block(&self, included: &[B256], nonce_of: impl Fn(&Address) -> Option<u64>) {
@@ -83,9 +105,10 @@ impl Pool {
 }
 
 impl Inner {
-    fn remove(&mut self, hash: &B256) {
+    /// Whether the transaction was there.
+    fn remove(&mut self, hash: &B256) -> bool {
         let Some(tx) = self.by_hash.remove(hash) else {
-            return;
+            return false;
         };
         if let Some(m) = self.by_sender.get_mut(&tx.signer()) {
             m.remove(&tx.nonce());
@@ -96,6 +119,7 @@ impl Inner {
         if let Some(seq) = self.seq_of.remove(hash) {
             self.arrival.remove(&seq);
         }
+        true
     }
 }
 
@@ -234,5 +258,30 @@ mod tests {
         assert_eq!(pool.len(), 3);
         pool.on_block(&[], |_| Some(6));
         assert_eq!(pool.len(), 2, "nonce 5 is stale once the account is at 6");
+    }
+
+    #[test]
+    fn dropped_transactions_leave_every_index() {
+        let pool = Pool::default();
+        let (a, b) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        let first = pool.insert(tx(a, 0, 10)).unwrap();
+        pool.insert(tx(a, 1, 10)).unwrap();
+        pool.insert(tx(b, 0, 11)).unwrap(); // (a different price: the helper signs alike)
+        assert!(pool.drop_transaction(&first));
+        assert!(!pool.drop_transaction(&first), "already gone");
+        assert!(pool.get(&first).is_none());
+        assert_eq!(
+            pool.pending_nonce(&a),
+            Some(2),
+            "nonce 1 waits behind the gap"
+        );
+        // Sent again, it is new to the pool.
+        assert_eq!(pool.insert(tx(a, 0, 10)).unwrap(), first);
+        pool.drop_all(Some(a));
+        assert_eq!(pool.pending_nonce(&a), None);
+        assert_eq!(pool.len(), 1);
+        pool.drop_all(None);
+        assert!(pool.is_empty());
+        assert!(pool.pending().is_empty());
     }
 }

@@ -1098,3 +1098,115 @@ fn dev_node_sends_for_impersonated_accounts() {
         assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
     }
 }
+
+/// anvil's mining modes (automine on and off, interval mining), its pool controls and its
+/// coinbase, as test suites use them to put several transactions in one block.
+#[test]
+fn dev_node_mining_modes_pool_drops_and_coinbase() {
+    let node = Node::start(TempDir::new("dev-modes"), Path::new("dev"), &["--dev"]);
+    let number = |node: &Node| quantity(&node.result("eth_blockNumber", json!([])));
+    let pending = |node: &Node| quantity(&node.result("txpool_status", json!([]))["pending"]);
+    let to = address!("0000000000000000000000000000000000002222");
+    let coinbase = address!("00000000000000000000000000000000000c0b1e");
+    let send = |node: &Node| {
+        node.result(
+            "eth_sendTransaction",
+            json!([{"from": ADDR0, "to": to, "value": "0x1"}]),
+        )
+    };
+    let receipt = |node: &Node, hash: &Value| {
+        wait_for(node, "a receipt", |n| {
+            let r = n.result("eth_getTransactionReceipt", json!([hash]));
+            (!r.is_null()).then_some(r)
+        })
+    };
+    assert_eq!(node.result("anvil_getAutomine", json!([])), json!(true));
+
+    // Automine off: transactions wait until a block is asked for, and go in one block.
+    assert_eq!(node.result("evm_setAutomine", json!([false])), Value::Null);
+    assert_eq!(node.result("hardhat_getAutomine", json!([])), json!(false));
+    let start = number(&node);
+    let first = send(&node);
+    let second = send(&node);
+    let third = send(&node);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(number(&node), start, "nothing mined without automine");
+    assert_eq!(pending(&node), 3);
+    // Dropped: gone from the pool (hardhat's name says whether it was there).
+    assert_eq!(
+        node.result("anvil_dropTransaction", json!([third])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("hardhat_dropTransaction", json!([third])),
+        json!(false)
+    );
+    assert_eq!(pending(&node), 2);
+    assert_eq!(
+        node.result("eth_getTransactionByHash", json!([third])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("anvil_setCoinbase", json!([coinbase])),
+        Value::Null
+    );
+    node.result("evm_mine", json!([]));
+    let (a, b) = (receipt(&node, &first), receipt(&node, &second));
+    assert_eq!(a["blockNumber"], b["blockNumber"], "one block for both");
+    let block = node.result("eth_getBlockByNumber", json!([a["blockNumber"], false]));
+    assert_eq!(block["miner"], json!(coinbase));
+    assert_ne!(
+        node.result("eth_getBalance", json!([coinbase, "latest"])),
+        "0x0"
+    );
+    assert_eq!(pending(&node), 0);
+
+    // Clearing the pool, by sender and whole.
+    send(&node);
+    node.result("anvil_removePoolTransactions", json!([ADDR0]));
+    assert_eq!(pending(&node), 0);
+    send(&node);
+    node.result("anvil_dropAllTransactions", json!([]));
+    assert_eq!(pending(&node), 0);
+    // Its nonce is free again.
+    let waiting = send(&node);
+    // Automine back on mines what waits at once.
+    assert_eq!(node.result("anvil_setAutomine", json!([true])), Value::Null);
+    assert_eq!(receipt(&node, &waiting)["status"], "0x1");
+    let hash = send(&node);
+    assert_eq!(receipt(&node, &hash)["status"], "0x1");
+
+    // Interval mining: blocks come by themselves, empty ones too; 0 stops it.
+    assert_eq!(
+        node.result("evm_setIntervalMining", json!([1])),
+        Value::Null
+    );
+    assert_eq!(node.result("anvil_getAutomine", json!([])), json!(false));
+    let at = number(&node);
+    wait_for(&node, "two interval blocks", |n| {
+        (number(n) >= at + 2).then_some(Value::Null)
+    });
+    assert_eq!(
+        node.result("anvil_setIntervalMining", json!(["0x0"])),
+        Value::Null
+    );
+    // A block the miner was building when the mode changed may still land.
+    std::thread::sleep(Duration::from_millis(200));
+    let stopped = number(&node);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(number(&node), stopped, "no interval blocks after 0");
+    assert_eq!(
+        node.result("hardhat_setCoinbase", json!([ADDR0])),
+        json!(true)
+    );
+
+    for (method, params) in [
+        ("evm_setIntervalMining", json!(["-1"])),
+        ("evm_setAutomine", json!(["yes"])),
+        ("anvil_dropTransaction", json!(["0x12"])),
+        ("anvil_setCoinbase", json!([])),
+    ] {
+        let answer = node.call(method, params);
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+    }
+}

@@ -113,6 +113,8 @@ fn the_node_says_what_it_is() {
         "evm_increaseTime",
         "anvil_setBalance",
         "anvil_impersonateAccount",
+        "evm_setAutomine",
+        "anvil_dropAllTransactions",
     ] {
         assert_eq!(
             node.call(method, json!([]))["error"]["code"],

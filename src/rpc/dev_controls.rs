@@ -23,6 +23,14 @@
 //!   impersonation on), see [`crate::rpc::accounts`]. A block holding such a transaction is
 //!   marked and runs without EIP-3607, so a contract can send one. The anvil names answer
 //!   `null`, the hardhat names `true`.
+//! - Mining modes, as anvil has them: `evm_setAutomine` / `anvil_setAutomine enabled` (on: a
+//!   block per transaction; off: blocks only when asked), `evm_setIntervalMining` /
+//!   `anvil_setIntervalMining seconds` (a block every so many seconds, as anvil reads it where
+//!   hardhat reads milliseconds; 0 turns it off), `anvil_getAutomine` / `hardhat_getAutomine`.
+//! - The pool: `anvil_dropTransaction` / `hardhat_dropTransaction hash` (hardhat's answers
+//!   whether it was waiting), `anvil_dropAllTransactions`, `anvil_removePoolTransactions
+//!   address`.
+//! - `anvil_setCoinbase` / `hardhat_setCoinbase address`: the beneficiary of later blocks.
 
 use std::sync::{Arc, Mutex};
 
@@ -34,7 +42,7 @@ use simnode_api::RpcError;
 
 use crate::{
     rpc::accounts::Impersonation,
-    sync::dev::{DevChain, DevClock, StateEdit},
+    sync::dev::{DevChain, DevClock, MiningMode, StateEdit},
 };
 
 /// Most blocks one `evm_mine` mines.
@@ -62,6 +70,18 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("anvil_stopImpersonatingAccount", 1),
     ("hardhat_stopImpersonatingAccount", 1),
     ("anvil_autoImpersonateAccount", 1),
+    ("evm_setAutomine", 1),
+    ("anvil_setAutomine", 1),
+    ("anvil_getAutomine", 0),
+    ("hardhat_getAutomine", 0),
+    ("evm_setIntervalMining", 1),
+    ("anvil_setIntervalMining", 1),
+    ("anvil_dropTransaction", 1),
+    ("hardhat_dropTransaction", 1),
+    ("anvil_dropAllTransactions", 0),
+    ("anvil_removePoolTransactions", 1),
+    ("anvil_setCoinbase", 1),
+    ("hardhat_setCoinbase", 1),
 ];
 
 #[rpc(server)]
@@ -105,6 +125,24 @@ pub trait DevControlsApi {
     fn hardhat_stop_impersonating(&self, address: Address) -> RpcResult<bool>;
     #[method(name = "anvil_autoImpersonateAccount")]
     fn auto_impersonate(&self, enabled: bool) -> RpcResult<()>;
+    #[method(name = "evm_setAutomine", aliases = ["anvil_setAutomine"])]
+    fn set_automine(&self, enabled: bool) -> RpcResult<()>;
+    #[method(name = "anvil_getAutomine", aliases = ["hardhat_getAutomine"])]
+    fn automine(&self) -> RpcResult<bool>;
+    #[method(name = "evm_setIntervalMining", aliases = ["anvil_setIntervalMining"])]
+    fn set_interval_mining(&self, seconds: Value) -> RpcResult<()>;
+    #[method(name = "anvil_dropTransaction")]
+    fn anvil_drop_transaction(&self, hash: B256) -> RpcResult<()>;
+    #[method(name = "hardhat_dropTransaction")]
+    fn hardhat_drop_transaction(&self, hash: B256) -> RpcResult<bool>;
+    #[method(name = "anvil_dropAllTransactions")]
+    fn drop_all_transactions(&self) -> RpcResult<()>;
+    #[method(name = "anvil_removePoolTransactions")]
+    fn remove_pool_transactions(&self, address: Address) -> RpcResult<()>;
+    #[method(name = "anvil_setCoinbase")]
+    fn anvil_set_coinbase(&self, address: Address) -> RpcResult<()>;
+    #[method(name = "hardhat_setCoinbase")]
+    fn hardhat_set_coinbase(&self, address: Address) -> RpcResult<bool>;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -394,6 +432,57 @@ impl DevControlsApiServer for DevControls {
     fn auto_impersonate(&self, enabled: bool) -> RpcResult<()> {
         self.impersonation.set_auto(enabled);
         Ok(())
+    }
+
+    fn set_automine(&self, enabled: bool) -> RpcResult<()> {
+        self.dev.set_mining_mode(if enabled {
+            MiningMode::Auto
+        } else {
+            MiningMode::Manual
+        });
+        Ok(())
+    }
+
+    fn automine(&self) -> RpcResult<bool> {
+        Ok(self.dev.mining_mode() == MiningMode::Auto)
+    }
+
+    fn set_interval_mining(&self, seconds: Value) -> RpcResult<()> {
+        let seconds = quantity(&seconds, "interval")?;
+        self.dev.set_mining_mode(match seconds {
+            0 => MiningMode::Manual,
+            s => MiningMode::Interval(std::time::Duration::from_secs(s)),
+        });
+        Ok(())
+    }
+
+    fn anvil_drop_transaction(&self, hash: B256) -> RpcResult<()> {
+        self.dev.pool().drop_transaction(&hash);
+        Ok(())
+    }
+
+    fn hardhat_drop_transaction(&self, hash: B256) -> RpcResult<bool> {
+        Ok(self.dev.pool().drop_transaction(&hash))
+    }
+
+    fn drop_all_transactions(&self) -> RpcResult<()> {
+        self.dev.pool().drop_all(None);
+        Ok(())
+    }
+
+    fn remove_pool_transactions(&self, address: Address) -> RpcResult<()> {
+        self.dev.pool().drop_all(Some(address));
+        Ok(())
+    }
+
+    fn anvil_set_coinbase(&self, address: Address) -> RpcResult<()> {
+        self.dev.set_coinbase(address);
+        Ok(())
+    }
+
+    fn hardhat_set_coinbase(&self, address: Address) -> RpcResult<bool> {
+        self.dev.set_coinbase(address);
+        Ok(true)
     }
 }
 

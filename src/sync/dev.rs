@@ -63,22 +63,24 @@ pub fn build_block(
     candidates: &[Recovered<TxEnvelope>],
     timestamp: u64,
 ) -> Result<NewBlock, BlockError> {
-    let (block, changes) = assemble_block(store, candidates, timestamp, None)?;
+    let (block, changes) = assemble_block(store, candidates, timestamp, Address::ZERO, None)?;
     store.commit_block(&block, &changes)?;
     Ok(block)
 }
 
-/// Builds the next block on the head without storing it: the block and its state changes.
-/// With `edit`, the block also carries that state edit (see [`DevChain::edit`]).
+/// Builds the next block on the head, paying `coinbase`, without storing it: the block and its
+/// state changes. With `edit`, the block also carries that state edit (see [`DevChain::edit`]).
 fn assemble_block(
     store: &Store,
     candidates: &[Recovered<TxEnvelope>],
     timestamp: u64,
+    coinbase: Address,
     edit: Option<(Address, StateEdit)>,
 ) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
     let parent = store.head_header()?;
     let timestamp = timestamp.max(parent.timestamp.saturating_add(1));
     let mut header = next_header(store, &parent, timestamp);
+    header.beneficiary = coinbase;
     if edit.is_some() {
         header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
     } else if candidates.iter().any(impersonation::is_impersonated) {
@@ -208,6 +210,21 @@ pub struct DevChain {
     pool: Arc<Pool>,
     clock: Mutex<DevClock>,
     mining: Mutex<()>,
+    /// When the miner mines; it watches for changes.
+    mode: tokio::sync::watch::Sender<MiningMode>,
+    /// The beneficiary of the blocks mined from now on (`anvil_setCoinbase`).
+    coinbase: Mutex<Address>,
+}
+
+/// When the dev miner mines a block, as anvil's mining modes have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MiningMode {
+    /// As soon as a transaction arrives (automine).
+    Auto,
+    /// Every so often, with or without transactions (`--dev.block-time`).
+    Interval(Duration),
+    /// Only when asked (`evm_mine` and its kin).
+    Manual,
 }
 
 /// The latest timestamp the test controls give a dev block: far enough for any test, and far
@@ -303,17 +320,36 @@ impl StateEdit {
 }
 
 impl DevChain {
-    pub fn new(store: Arc<Store>, pool: Arc<Pool>) -> Self {
+    pub fn new(store: Arc<Store>, pool: Arc<Pool>, mode: MiningMode) -> Self {
         Self {
             store,
             pool,
             clock: Mutex::new(DevClock::default()),
             mining: Mutex::new(()),
+            mode: tokio::sync::watch::Sender::new(mode),
+            coinbase: Mutex::new(Address::ZERO),
         }
     }
 
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    pub fn mining_mode(&self) -> MiningMode {
+        *self.mode.borrow()
+    }
+
+    /// Switches the miner to `mode` (it mines what waits at once when that is automine).
+    pub fn set_mining_mode(&self, mode: MiningMode) {
+        self.mode.send_replace(mode);
+    }
+
+    pub fn set_coinbase(&self, coinbase: Address) {
+        *lock(&self.coinbase) = coinbase;
     }
 
     pub fn clock(&self) -> DevClock {
@@ -369,7 +405,14 @@ impl DevChain {
         let pending = self.pool.pending();
         let started = std::time::Instant::now();
         let clock = self.clock();
-        let (block, changes) = assemble_block(&self.store, &pending, clock.next_timestamp(), None)?;
+        let coinbase = *lock(&self.coinbase);
+        let (block, changes) = assemble_block(
+            &self.store,
+            &pending,
+            clock.next_timestamp(),
+            coinbase,
+            None,
+        )?;
         if block.body.transactions.is_empty() && !allow_empty {
             return Ok(None);
         }
@@ -386,10 +429,12 @@ impl DevChain {
         let _one_at_a_time = lock(&self.mining);
         let started = std::time::Instant::now();
         let clock = self.clock();
+        let coinbase = *lock(&self.coinbase);
         let (block, changes) = assemble_block(
             &self.store,
             &[],
             clock.next_timestamp(),
+            coinbase,
             Some((address, edit)),
         )?;
         let block = self.store_mined(block, &changes, clock, started)?;
@@ -476,25 +521,51 @@ pub fn mark_head_final(store: &Store) -> Result<(), BlockError> {
     Ok(())
 }
 
-/// Runs the miner until the task is dropped.
-pub async fn run_miner(dev: Arc<DevChain>, block_time: Option<Duration>) {
+/// Runs the miner until the task is dropped, in the chain's mining mode (and whatever mode
+/// it is switched to).
+pub async fn run_miner(dev: Arc<DevChain>) {
+    let mut modes = dev.mode.subscribe();
     loop {
-        match block_time {
-            Some(every) => tokio::time::sleep(every).await,
+        let mode = *modes.borrow_and_update();
+        let due = match mode {
             // A stored wake-up can outlive the transactions it announced (they were mined with
             // an earlier one), so re-check the pool rather than mining an empty block.
-            None => {
-                while dev.pool.is_empty() {
-                    dev.pool.added.notified().await;
-                }
-            }
+            MiningMode::Auto => tokio::select! {
+                () = async {
+                    while dev.pool.is_empty() {
+                        dev.pool.added.notified().await;
+                    }
+                } => true,
+                changed = modes.changed() => match changed {
+                    Ok(()) => false,
+                    Err(_) => return,
+                },
+            },
+            MiningMode::Interval(every) => tokio::select! {
+                () = tokio::time::sleep(every) => true,
+                changed = modes.changed() => match changed {
+                    Ok(()) => false,
+                    Err(_) => return,
+                },
+            },
+            // The chain holds the sender, and the miner holds the chain: it is never closed.
+            MiningMode::Manual => match modes.changed().await {
+                Ok(()) => false,
+                Err(_) => return,
+            },
+        };
+        if !due {
+            continue;
         }
         let miner = dev.clone();
-        let allow_empty = block_time.is_some();
+        let allow_empty = matches!(mode, MiningMode::Interval(_));
         let result = tokio::task::spawn_blocking(move || miner.mine(allow_empty)).await;
         match result {
             // Nothing in the pool could be included (e.g. nonce gaps): wait for more.
-            Ok(Ok(None)) => dev.pool.added.notified().await,
+            Ok(Ok(None)) => tokio::select! {
+                () = dev.pool.added.notified() => {}
+                _ = modes.changed() => {}
+            },
             Ok(Ok(Some(_))) => {}
             Ok(Err(err)) => {
                 tracing::error!(target: "simnode::dev", %err, "mining failed");

@@ -21,7 +21,7 @@ for t in 'the transfer block' 'the deployment block, by block hash' 'the event b
     expect "✔ getBlockReceipts: $t"
 done
 expect '✔ simulateBlocks'
-expect 'ℹ pass 15$'
+expect 'ℹ pass 16$'
 expect 'ℹ fail 4$'
 # web3.py: the receipt tests fail over HTTP only; everything else passes.
 expect 'test_block_receipts_transfer\[http\] FAILED'

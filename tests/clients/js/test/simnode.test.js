@@ -525,4 +525,35 @@ describe('viem test actions on the dev node', () => {
       await assert.rejects(wallet.sendTransaction({ to, value: 1n }), /unknown account/, mode)
     }
   })
+
+  // With automine off, transactions wait for a block asked for and share it; a dropped one
+  // never makes it; the block pays the coinbase set.
+  test('mining modes, dropped transactions and the coinbase', async () => {
+    const client = createPublicClient({ chain: devChain, transport: http(HTTP_URL), pollingInterval: 100 })
+    for (const mode of ['anvil', 'hardhat']) {
+      const testClient = createTestClient({ chain: devChain, mode, transport: http(HTTP_URL) })
+      const account = privateKeyToAccount(generatePrivateKey())
+      const coinbase = privateKeyToAccount(generatePrivateKey()).address
+      const to = privateKeyToAccount(generatePrivateKey()).address
+      const wallet = createWalletClient({ account, chain: devChain, transport: http(HTTP_URL) })
+      await testClient.setBalance({ address: account.address, value: parseEther('1') })
+      await testClient.setAutomine(false)
+      assert.equal(await testClient.getAutomine(), false, mode)
+      const first = await wallet.sendTransaction({ to, value: 1n })
+      const second = await wallet.sendTransaction({ to, value: 2n })
+      const dropped = await wallet.sendTransaction({ to, value: 4n })
+      await testClient.dropTransaction({ hash: dropped })
+      await testClient.setCoinbase({ address: coinbase })
+      await testClient.mine({ blocks: 1 })
+      const a = await client.getTransactionReceipt({ hash: first })
+      const b = await client.getTransactionReceipt({ hash: second })
+      assert.equal(a.blockNumber, b.blockNumber, mode)
+      const block = await client.getBlock({ blockNumber: a.blockNumber })
+      assert.equal(block.miner, coinbase.toLowerCase(), mode)
+      assert.equal(await client.getBalance({ address: to }), 3n, mode)
+      assert.equal(await client.getTransaction({ hash: dropped }).catch(() => null), null, mode)
+      await testClient.setAutomine(true)
+      assert.equal(await testClient.getAutomine(), true, mode)
+    }
+  })
 })
