@@ -1210,3 +1210,70 @@ fn dev_node_mining_modes_pool_drops_and_coinbase() {
         assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
     }
 }
+
+/// anvil_reset / hardhat_reset without forking: back to genesis, pool and snapshots emptied;
+/// anvil's names of the evm_* controls answer as those do.
+#[test]
+fn dev_node_resets_to_genesis() {
+    let node = Node::start(TempDir::new("dev-reset"), Path::new("dev"), &["--dev"]);
+    let to = address!("0000000000000000000000000000000000002222");
+    let genesis = node.result("eth_getBlockByNumber", json!(["0x0", false]));
+    let snapshot = node.result("anvil_snapshot", json!([]));
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": to, "value": "0x1"}]),
+    );
+    wait_for(&node, "the transfer", |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([hash]));
+        (!r.is_null()).then_some(r)
+    });
+    node.result("anvil_increaseTime", json!([3600]));
+    node.result("evm_setAutomine", json!([false]));
+    node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": to, "value": "0x2"}]),
+    );
+    // Forking is not served: refused, nothing changed.
+    let fork = node.call(
+        "hardhat_reset",
+        json!([{"forking": {"jsonRpcUrl": "http://localhost:8545"}}]),
+    );
+    assert_eq!(fork["error"]["code"], -32602, "{fork}");
+    assert_eq!(node.result("eth_blockNumber", json!([])), "0x1");
+
+    assert_eq!(node.result("anvil_reset", json!([])), Value::Null);
+    assert_eq!(node.result("eth_blockNumber", json!([])), "0x0");
+    assert_eq!(
+        node.result("eth_getBlockByNumber", json!(["latest", false]))["hash"],
+        genesis["hash"]
+    );
+    assert_eq!(node.result("eth_getBalance", json!([to, "latest"])), "0x0");
+    assert_eq!(
+        node.result("eth_getTransactionReceipt", json!([hash])),
+        Value::Null
+    );
+    assert_eq!(
+        node.result("txpool_status", json!([]))["pending"],
+        "0x0",
+        "the pool is emptied"
+    );
+    assert_eq!(
+        node.result("anvil_revert", json!([snapshot])),
+        json!(false),
+        "snapshots are forgotten"
+    );
+    // The chain goes on from genesis, on the wall clock again.
+    node.result("evm_setAutomine", json!([true]));
+    assert_eq!(
+        node.result("hardhat_reset", json!([{"forking": null}])),
+        json!(true)
+    );
+    node.result("evm_mine", json!([]));
+    let block = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(block["number"], "0x1");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(quantity(&block["timestamp"]) < now + 600, "{block}");
+}

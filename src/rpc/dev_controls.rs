@@ -31,6 +31,9 @@
 //!   whether it was waiting), `anvil_dropAllTransactions`, `anvil_removePoolTransactions
 //!   address`.
 //! - `anvil_setCoinbase` / `hardhat_setCoinbase address`: the beneficiary of later blocks.
+//! - `anvil_reset` / `hardhat_reset`: the chain back to genesis (no forking).
+//! - anvil's other names of the evm_* controls: `anvil_increaseTime`,
+//!   `anvil_setNextBlockTimestamp`, `anvil_snapshot`, `anvil_revert`.
 
 use std::sync::{Arc, Mutex};
 
@@ -54,9 +57,15 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("anvil_mine", 2),
     ("hardhat_mine", 2),
     ("evm_increaseTime", 1),
+    ("anvil_increaseTime", 1),
     ("evm_setNextBlockTimestamp", 1),
+    ("anvil_setNextBlockTimestamp", 1),
     ("evm_snapshot", 0),
+    ("anvil_snapshot", 0),
     ("evm_revert", 1),
+    ("anvil_revert", 1),
+    ("anvil_reset", 1),
+    ("hardhat_reset", 1),
     ("anvil_setBalance", 2),
     ("hardhat_setBalance", 2),
     ("anvil_setNonce", 2),
@@ -92,13 +101,13 @@ pub trait DevControlsApi {
     /// anvil's and hardhat's own `*_mine` (viem's `testClient.mine`, hardhat's `mine()` helper).
     #[method(name = "anvil_mine", aliases = ["hardhat_mine"])]
     async fn mine_blocks(&self, blocks: Option<Value>, interval: Option<Value>) -> RpcResult<()>;
-    #[method(name = "evm_increaseTime")]
+    #[method(name = "evm_increaseTime", aliases = ["anvil_increaseTime"])]
     fn increase_time(&self, seconds: Value) -> RpcResult<U64>;
-    #[method(name = "evm_setNextBlockTimestamp")]
+    #[method(name = "evm_setNextBlockTimestamp", aliases = ["anvil_setNextBlockTimestamp"])]
     fn set_next_block_timestamp(&self, timestamp: Value) -> RpcResult<()>;
-    #[method(name = "evm_snapshot")]
+    #[method(name = "evm_snapshot", aliases = ["anvil_snapshot"])]
     fn snapshot(&self) -> RpcResult<U64>;
-    #[method(name = "evm_revert")]
+    #[method(name = "evm_revert", aliases = ["anvil_revert"])]
     async fn revert(&self, id: U64) -> RpcResult<bool>;
     #[method(name = "anvil_setBalance")]
     async fn anvil_set_balance(&self, address: Address, balance: Value) -> RpcResult<()>;
@@ -139,6 +148,12 @@ pub trait DevControlsApi {
     fn drop_all_transactions(&self) -> RpcResult<()>;
     #[method(name = "anvil_removePoolTransactions")]
     fn remove_pool_transactions(&self, address: Address) -> RpcResult<()>;
+    /// The chain back to its genesis block (no forking: options naming a chain to fork are
+    /// refused).
+    #[method(name = "anvil_reset")]
+    async fn anvil_reset(&self, options: Option<Value>) -> RpcResult<()>;
+    #[method(name = "hardhat_reset")]
+    async fn hardhat_reset(&self, options: Option<Value>) -> RpcResult<bool>;
     #[method(name = "anvil_setCoinbase")]
     fn anvil_set_coinbase(&self, address: Address) -> RpcResult<()>;
     #[method(name = "hardhat_setCoinbase")]
@@ -179,6 +194,35 @@ impl DevControls {
             .await
             .map_err(internal)?
             .map_err(internal)?;
+        Ok(())
+    }
+
+    /// `anvil_reset` without forking: the chain back to genesis with the blocks after it
+    /// dropped, the pool emptied, the snapshots forgotten and the clock back on the wall clock.
+    /// Mining mode, coinbase and impersonation stay as they are.
+    async fn reset(&self, options: Option<Value>) -> RpcResult<()> {
+        let forking = match &options {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(fields)) => fields.get("forking").filter(|f| !f.is_null()),
+            Some(other) => Some(other),
+        };
+        if let Some(forking) = forking {
+            return Err(RpcError::invalid_params(format!(
+                "cannot reset to {forking}: simnode does not fork other chains; reset without options goes back to genesis"
+            ))
+            .into());
+        }
+        self.snapshots().clear();
+        let dev = self.dev.clone();
+        tokio::task::spawn_blocking(move || {
+            let genesis = dev.store().spec().genesis_header.hash();
+            let reverted = dev.revert_to(0, genesis, DevClock::default())?;
+            dev.pool().drop_all(None);
+            Ok::<_, crate::exec::BlockError>(reverted)
+        })
+        .await
+        .map_err(internal)?
+        .map_err(internal)?;
         Ok(())
     }
 
@@ -473,6 +517,14 @@ impl DevControlsApiServer for DevControls {
     fn remove_pool_transactions(&self, address: Address) -> RpcResult<()> {
         self.dev.pool().drop_all(Some(address));
         Ok(())
+    }
+
+    async fn anvil_reset(&self, options: Option<Value>) -> RpcResult<()> {
+        self.reset(options).await
+    }
+
+    async fn hardhat_reset(&self, options: Option<Value>) -> RpcResult<bool> {
+        self.reset(options).await.map(|()| true)
     }
 
     fn anvil_set_coinbase(&self, address: Address) -> RpcResult<()> {
