@@ -1277,3 +1277,44 @@ fn dev_node_resets_to_genesis() {
         .as_secs();
     assert!(quantity(&block["timestamp"]) < now + 600, "{block}");
 }
+
+/// anvil_setNextBlockBaseFeePerGas: one block takes the base fee set, the blocks after it
+/// derive theirs from it as EIP-1559 does; transactions pay it.
+#[test]
+fn dev_node_next_block_base_fee() {
+    let node = Node::start(TempDir::new("dev-base-fee"), Path::new("dev"), &["--dev"]);
+    let to = address!("0000000000000000000000000000000000002222");
+    let latest = |node: &Node| node.result("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(
+        node.result("anvil_setNextBlockBaseFeePerGas", json!(["0x7"])),
+        Value::Null
+    );
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": to, "value": "0x1", "maxPriorityFeePerGas": "0x2"}]),
+    );
+    let receipt = wait_for(&node, "the transfer", |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([hash]));
+        (!r.is_null()).then_some(r)
+    });
+    let block = node.result(
+        "eth_getBlockByNumber",
+        json!([receipt["blockNumber"], false]),
+    );
+    assert_eq!(block["baseFeePerGas"], "0x7");
+    assert_eq!(receipt["effectiveGasPrice"], "0x9");
+    // Used up: the next block derives its own (a block under its gas target lowers it).
+    assert_eq!(
+        node.result("hardhat_setNextBlockBaseFeePerGas", json!([1000])),
+        json!(true)
+    );
+    node.result("evm_mine", json!([]));
+    assert_eq!(latest(&node)["baseFeePerGas"], "0x3e8");
+    node.result("evm_mine", json!([]));
+    let derived = quantity(&latest(&node)["baseFeePerGas"]);
+    assert!(derived < 1000 && derived > 800, "{derived}");
+    for params in [json!(["-1"]), json!([]), json!(["0x1ffffffffffffffff"])] {
+        let answer = node.call("anvil_setNextBlockBaseFeePerGas", params.clone());
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
+    }
+}

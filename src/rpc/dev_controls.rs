@@ -31,6 +31,8 @@
 //!   whether it was waiting), `anvil_dropAllTransactions`, `anvil_removePoolTransactions
 //!   address`.
 //! - `anvil_setCoinbase` / `hardhat_setCoinbase address`: the beneficiary of later blocks.
+//! - `anvil_setNextBlockBaseFeePerGas` / `hardhat_setNextBlockBaseFeePerGas fee`: the next
+//!   block's base fee (the blocks after it derive theirs from it, as EIP-1559 does).
 //! - `anvil_reset` / `hardhat_reset`: the chain back to genesis (no forking).
 //! - anvil's other names of the evm_* controls: `anvil_increaseTime`,
 //!   `anvil_setNextBlockTimestamp`, `anvil_snapshot`, `anvil_revert`.
@@ -89,6 +91,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("hardhat_dropTransaction", 1),
     ("anvil_dropAllTransactions", 0),
     ("anvil_removePoolTransactions", 1),
+    ("anvil_setNextBlockBaseFeePerGas", 1),
+    ("hardhat_setNextBlockBaseFeePerGas", 1),
     ("anvil_setCoinbase", 1),
     ("hardhat_setCoinbase", 1),
 ];
@@ -154,6 +158,10 @@ pub trait DevControlsApi {
     async fn anvil_reset(&self, options: Option<Value>) -> RpcResult<()>;
     #[method(name = "hardhat_reset")]
     async fn hardhat_reset(&self, options: Option<Value>) -> RpcResult<bool>;
+    #[method(name = "anvil_setNextBlockBaseFeePerGas")]
+    fn anvil_set_next_base_fee(&self, fee: Value) -> RpcResult<()>;
+    #[method(name = "hardhat_setNextBlockBaseFeePerGas")]
+    fn hardhat_set_next_base_fee(&self, fee: Value) -> RpcResult<bool>;
     #[method(name = "anvil_setCoinbase")]
     fn anvil_set_coinbase(&self, address: Address) -> RpcResult<()>;
     #[method(name = "hardhat_setCoinbase")]
@@ -521,6 +529,17 @@ impl DevControlsApiServer for DevControls {
 
     async fn anvil_reset(&self, options: Option<Value>) -> RpcResult<()> {
         self.reset(options).await
+    }
+
+    fn anvil_set_next_base_fee(&self, fee: Value) -> RpcResult<()> {
+        let fee = quantity(&fee, "base fee")?;
+        self.dev
+            .set_next_base_fee(fee)
+            .map_err(|e| RpcError::invalid_params(e).into())
+    }
+
+    fn hardhat_set_next_base_fee(&self, fee: Value) -> RpcResult<bool> {
+        self.anvil_set_next_base_fee(fee).map(|()| true)
     }
 
     async fn hardhat_reset(&self, options: Option<Value>) -> RpcResult<bool> {

@@ -63,24 +63,41 @@ pub fn build_block(
     candidates: &[Recovered<TxEnvelope>],
     timestamp: u64,
 ) -> Result<NewBlock, BlockError> {
-    let (block, changes) = assemble_block(store, candidates, timestamp, Address::ZERO, None)?;
+    let settings = BlockSettings {
+        timestamp,
+        coinbase: Address::ZERO,
+        base_fee: None,
+    };
+    let (block, changes) = assemble_block(store, candidates, settings, None)?;
     store.commit_block(&block, &changes)?;
     Ok(block)
 }
 
-/// Builds the next block on the head, paying `coinbase`, without storing it: the block and its
+/// What the dev chain's controls set for the next block.
+#[derive(Debug, Clone, Copy)]
+struct BlockSettings {
+    /// At least the head's + 1 is used.
+    timestamp: u64,
+    coinbase: Address,
+    /// In place of the one EIP-1559 derives from the parent (`anvil_setNextBlockBaseFeePerGas`).
+    base_fee: Option<u64>,
+}
+
+/// Builds the next block on the head as `settings` say, without storing it: the block and its
 /// state changes. With `edit`, the block also carries that state edit (see [`DevChain::edit`]).
 fn assemble_block(
     store: &Store,
     candidates: &[Recovered<TxEnvelope>],
-    timestamp: u64,
-    coinbase: Address,
+    settings: BlockSettings,
     edit: Option<(Address, StateEdit)>,
 ) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
     let parent = store.head_header()?;
-    let timestamp = timestamp.max(parent.timestamp.saturating_add(1));
+    let timestamp = settings.timestamp.max(parent.timestamp.saturating_add(1));
     let mut header = next_header(store, &parent, timestamp);
-    header.beneficiary = coinbase;
+    header.beneficiary = settings.coinbase;
+    if let (Some(_), Some(fee)) = (header.base_fee_per_gas, settings.base_fee) {
+        header.base_fee_per_gas = Some(fee);
+    }
     if edit.is_some() {
         header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
     } else if candidates.iter().any(impersonation::is_impersonated) {
@@ -214,6 +231,8 @@ pub struct DevChain {
     mode: tokio::sync::watch::Sender<MiningMode>,
     /// The beneficiary of the blocks mined from now on (`anvil_setCoinbase`).
     coinbase: Mutex<Address>,
+    /// The next block's base fee (`anvil_setNextBlockBaseFeePerGas`), used by one block.
+    next_base_fee: Mutex<Option<u64>>,
 }
 
 /// When the dev miner mines a block, as anvil's mining modes have it.
@@ -328,6 +347,7 @@ impl DevChain {
             mining: Mutex::new(()),
             mode: tokio::sync::watch::Sender::new(mode),
             coinbase: Mutex::new(Address::ZERO),
+            next_base_fee: Mutex::new(None),
         }
     }
 
@@ -350,6 +370,25 @@ impl DevChain {
 
     pub fn set_coinbase(&self, coinbase: Address) {
         *lock(&self.coinbase) = coinbase;
+    }
+
+    /// Sets the next block's base fee; only once EIP-1559 is active.
+    pub fn set_next_base_fee(&self, fee: u64) -> Result<(), String> {
+        let head = self.store.head_header().map_err(|e| e.to_string())?;
+        if self.store.spec().next_base_fee(&head).is_none() {
+            return Err("the next block has no base fee: EIP-1559 (London) is not active".into());
+        }
+        *lock(&self.next_base_fee) = Some(fee);
+        Ok(())
+    }
+
+    /// The settings of the next block mined on `clock`.
+    fn settings(&self, clock: &DevClock) -> BlockSettings {
+        BlockSettings {
+            timestamp: clock.next_timestamp(),
+            coinbase: *lock(&self.coinbase),
+            base_fee: *lock(&self.next_base_fee),
+        }
     }
 
     pub fn clock(&self) -> DevClock {
@@ -405,18 +444,13 @@ impl DevChain {
         let pending = self.pool.pending();
         let started = std::time::Instant::now();
         let clock = self.clock();
-        let coinbase = *lock(&self.coinbase);
-        let (block, changes) = assemble_block(
-            &self.store,
-            &pending,
-            clock.next_timestamp(),
-            coinbase,
-            None,
-        )?;
+        let settings = self.settings(&clock);
+        let (block, changes) = assemble_block(&self.store, &pending, settings, None)?;
         if block.body.transactions.is_empty() && !allow_empty {
             return Ok(None);
         }
-        self.store_mined(block, &changes, clock, started).map(Some)
+        self.store_mined(block, &changes, clock, settings, started)
+            .map(Some)
     }
 
     /// Mines a block without transactions whose state also carries `edit` of `address`
@@ -429,15 +463,9 @@ impl DevChain {
         let _one_at_a_time = lock(&self.mining);
         let started = std::time::Instant::now();
         let clock = self.clock();
-        let coinbase = *lock(&self.coinbase);
-        let (block, changes) = assemble_block(
-            &self.store,
-            &[],
-            clock.next_timestamp(),
-            coinbase,
-            Some((address, edit)),
-        )?;
-        let block = self.store_mined(block, &changes, clock, started)?;
+        let settings = self.settings(&clock);
+        let (block, changes) = assemble_block(&self.store, &[], settings, Some((address, edit)))?;
+        let block = self.store_mined(block, &changes, clock, settings, started)?;
         // A nonce edit can let waiting transactions in (or make them stale): let the miner look.
         if !self.pool.is_empty() {
             self.pool.added.notify_one();
@@ -445,17 +473,26 @@ impl DevChain {
         Ok(block)
     }
 
-    /// Stores a block mined with `clock` and does what follows a new dev block: the clock moves
-    /// on, the pool drops what the block made stale, the block is final.
+    /// Stores a block mined with `clock` and `settings` and does what follows a new dev block:
+    /// the clock moves on, a base fee set for it is used up, the pool drops what the block made
+    /// stale, the block is final.
     fn store_mined(
         &self,
         block: NewBlock,
         changes: &simnode_api::StateChanges,
         clock: DevClock,
+        settings: BlockSettings,
         started: std::time::Instant,
     ) -> Result<NewBlock, BlockError> {
         let (store, pool) = (&*self.store, &*self.pool);
         store.commit_block(&block, changes)?;
+        if settings.base_fee.is_some() {
+            // Unless a newer one was set meanwhile.
+            let mut next = lock(&self.next_base_fee);
+            if *next == settings.base_fee {
+                *next = None;
+            }
+        }
         if let Some(used) = clock.next {
             // Used by this block (unless a newer one was set meanwhile); later blocks' clock
             // goes on from it, as on hardhat and anvil.
