@@ -135,6 +135,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         methods.clone(),
         ctx.clone(),
         store.clone(),
+        args.dev,
     );
     methods
         .merge(accounts)

@@ -163,6 +163,7 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         ("anvil_revert", json!(["0x1"])),
         ("anvil_increaseTime", json!([60])),
         ("anvil_setNextBlockBaseFeePerGas", json!(["0x3b9aca00"])),
+        ("eth_sendUnsignedTransaction", json!([{"from": to, "to": dev[1], "value": "0x1"}])),
         ("eth_sendTransaction", json!([{"from": to, "to": dev[0], "value": "0x1"}])),
         ("ots_getBlockTransactions", json!([1, 0, 10])),
         ("ots_searchTransactionsBefore", json!([dev[0], 0, 5])),

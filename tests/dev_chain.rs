@@ -1064,6 +1064,14 @@ fn dev_node_sends_for_impersonated_accounts() {
     );
     assert_eq!(send(&node, who, "0x1")["error"]["code"], -32000);
     assert_eq!(accounts(&node).as_array().unwrap().len(), 10);
+    // anvil's eth_sendUnsignedTransaction sends for it all the same (and wants a sender).
+    let hash = node.result(
+        "eth_sendUnsignedTransaction",
+        json!([{"from": who, "to": to, "value": "0x3"}]),
+    );
+    assert_eq!(mined(&node, &hash)["from"], json!(who));
+    let anonymous = node.call("eth_sendUnsignedTransaction", json!([{"to": to}]));
+    assert_eq!(anonymous["error"]["code"], -32602, "{anonymous}");
     let hash = node.result(
         "eth_sendTransaction",
         json!([{"from": ADDR0, "to": to, "value": "0x1"}]),

@@ -115,6 +115,7 @@ fn the_node_says_what_it_is() {
         "anvil_impersonateAccount",
         "evm_setAutomine",
         "anvil_dropAllTransactions",
+        "eth_sendUnsignedTransaction",
     ] {
         assert_eq!(
             node.call(method, json!([]))["error"]["code"],

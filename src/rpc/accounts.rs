@@ -18,7 +18,8 @@
 //! `anvil_impersonateAccount` and its kin): the filled transaction gets the stand-in signature
 //! of `simnode_api::impersonation` and goes through the same checks as a signed one, its
 //! sender given rather than recovered. `eth_accounts` lists them after the keys; nothing is
-//! signed for them (`eth_sign` and `eth_signTransaction` stay "unknown account").
+//! signed for them (`eth_sign` and `eth_signTransaction` stay "unknown account"). anvil's
+//! `eth_sendUnsignedTransaction` sends that way for any `from`, impersonated or not.
 
 use std::sync::{
     atomic::{AtomicBool, Ordering},
@@ -51,6 +52,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_sign", 2),
     ("personal_sign", 2),
     ("eth_signTypedData_v4", 2),
+    ("eth_sendUnsignedTransaction", 1),
 ];
 
 #[rpc(server)]
@@ -59,6 +61,9 @@ pub trait AccountsApi {
     fn accounts(&self) -> RpcResult<Vec<Address>>;
     #[method(name = "eth_sendTransaction")]
     async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256>;
+    /// anvil's: sends for `from` whether or not it is impersonated (dev nodes only).
+    #[method(name = "eth_sendUnsignedTransaction")]
+    async fn send_unsigned_transaction(&self, request: TransactionRequest) -> RpcResult<B256>;
     #[method(name = "eth_signTransaction")]
     async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction>;
     /// The request filled in as eth_sendTransaction fills it, unsigned (any sender).
@@ -281,6 +286,15 @@ impl Accounts {
         Ok(())
     }
 
+    /// The request filled in and sent for its sender without a key, with the stand-in
+    /// signature naming it; checked as a signed transaction is.
+    async fn send_impersonated(&self, request: TransactionRequest) -> RpcResult<B256> {
+        let from = request.from.unwrap_or_default();
+        let tx = self.filled(request).await?;
+        let tx = TxEnvelope::from(tx.into_signed(simnode_api::impersonation::signature(from)));
+        simnode_eth::send::submit(&self.ctx, tx, from).map_err(simnode_eth::send::submit_error)
+    }
+
     fn sign_message(&self, address: Address, data: &[u8]) -> RpcResult<Bytes> {
         self.sign_digest(address, eip191_hash_message(data))
     }
@@ -313,14 +327,21 @@ impl AccountsApiServer for Accounts {
         let _one_at_a_time = self.sending.lock().await;
         let from = request.from.unwrap_or_default();
         if self.key(from).is_err() && self.impersonation.covers(from) {
-            let tx = self.filled(request).await?;
-            let tx = TxEnvelope::from(tx.into_signed(simnode_api::impersonation::signature(from)));
-            return simnode_eth::send::submit(&self.ctx, tx, from)
-                .map_err(simnode_eth::send::submit_error);
+            return self.send_impersonated(request).await;
         }
         let tx = self.signed(request).await?;
         let raw = Bytes::from(tx.encoded_2718());
         self.ask("eth_sendRawTransaction", vec![json!(raw)]).await
+    }
+
+    async fn send_unsigned_transaction(&self, request: TransactionRequest) -> RpcResult<B256> {
+        if request.from.is_none() {
+            return Err(
+                RpcError::invalid_params("missing \"from\": the account to send for").into(),
+            );
+        }
+        let _one_at_a_time = self.sending.lock().await;
+        self.send_impersonated(request).await
     }
 
     async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction> {
@@ -368,15 +389,18 @@ impl AccountsApiServer for Accounts {
 }
 
 /// The accounts methods over `keys` and the impersonated accounts, asking `methods` (the
-/// node's other methods) for defaults.
+/// node's other methods) for defaults. `eth_sendUnsignedTransaction` only on a dev node.
 pub fn rpc_module(
     keys: Vec<(Address, SigningKey)>,
     impersonation: Arc<Impersonation>,
     methods: Methods,
     ctx: ModuleContext,
     store: Arc<Store>,
+    dev: bool,
 ) -> Methods {
-    Accounts::new(keys, impersonation, methods, ctx, store)
-        .into_rpc()
-        .into()
+    let mut module = Accounts::new(keys, impersonation, methods, ctx, store).into_rpc();
+    if !dev {
+        module.remove_method("eth_sendUnsignedTransaction");
+    }
+    module.into()
 }

@@ -101,7 +101,9 @@ fn assemble_block(
     if edit.is_some() {
         header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
     } else if candidates.iter().any(impersonation::is_impersonated) {
-        // The marker turns EIP-3607 off for this block, here and in every replay of it.
+        // The marker turns EIP-3607 off for this block, here and in every replay of it. It goes
+        // on when any candidate is impersonated, included or not: what is included depends on
+        // the rules the block runs by.
         header.extra_data = alloy::primitives::Bytes::from_static(IMPERSONATION_EXTRA_DATA);
     }
     let withdrawals = header.withdrawals_root.map(|_| Vec::new());
