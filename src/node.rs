@@ -171,6 +171,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     tables.push(rpc::accounts::METHOD_PARAMS);
     if args.dev {
         tables.push(rpc::dev_controls::METHOD_PARAMS);
+        tables.push(rpc::accounts::DEV_METHOD_PARAMS);
     }
     config.max_params = rpc::max_params::MaxParams::from_tables(&tables)?;
     config.max_params.verify_covers(&methods)?;

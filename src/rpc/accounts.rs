@@ -52,8 +52,10 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_sign", 2),
     ("personal_sign", 2),
     ("eth_signTypedData_v4", 2),
-    ("eth_sendUnsignedTransaction", 1),
 ];
+
+/// The same for the accounts method served on a dev node only.
+pub const DEV_METHOD_PARAMS: simnode_api::MethodParams = &[("eth_sendUnsignedTransaction", 1)];
 
 #[rpc(server)]
 pub trait AccountsApi {
