@@ -1326,3 +1326,63 @@ fn dev_node_next_block_base_fee() {
         assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
     }
 }
+
+/// anvil's block gas limit, timestamp interval and setTime.
+#[test]
+fn dev_node_gas_limit_and_timestamp_interval() {
+    let node = Node::start(TempDir::new("dev-gas-limit"), Path::new("dev"), &["--dev"]);
+    let latest = |node: &Node| node.result("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(
+        node.result("evm_setBlockGasLimit", json!(["0x1000000"])),
+        json!(true)
+    );
+    node.result("evm_mine", json!([]));
+    assert_eq!(latest(&node)["gasLimit"], "0x1000000");
+    node.result("evm_mine", json!([]));
+    assert_eq!(latest(&node)["gasLimit"], "0x1000000", "it stays");
+    assert_eq!(
+        node.result("anvil_setBlockGasLimit", json!([30_000_000])),
+        json!(true)
+    );
+
+    // Blocks step by the interval from their parent, whatever the clock says.
+    assert_eq!(
+        node.result("anvil_setBlockTimestampInterval", json!([100])),
+        Value::Null
+    );
+    node.result("evm_mine", json!([]));
+    let first = quantity(&latest(&node)["timestamp"]);
+    node.result("evm_mine", json!([]));
+    assert_eq!(quantity(&latest(&node)["timestamp"]), first + 100);
+    assert_eq!(latest(&node)["gasLimit"], "0x1c9c380");
+    assert_eq!(
+        node.result("anvil_removeBlockTimestampInterval", json!([])),
+        json!(true)
+    );
+    assert_eq!(
+        node.result("anvil_removeBlockTimestampInterval", json!([])),
+        json!(false)
+    );
+
+    // setTime: the next block's timestamp, answered as seconds ahead of the wall clock.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let at = first + 100_000;
+    let ahead = node.result("anvil_setTime", json!([at]));
+    let ahead = ahead.as_u64().expect("a number");
+    assert!(ahead <= at - now && ahead + 60 >= at - now, "{ahead}");
+    node.result("evm_mine", json!([]));
+    assert_eq!(quantity(&latest(&node)["timestamp"]), at);
+
+    for (method, params) in [
+        ("evm_setBlockGasLimit", json!([4999])),
+        ("evm_setBlockGasLimit", json!(["0x8000000000000000"])),
+        ("anvil_setBlockTimestampInterval", json!(["-5"])),
+        ("anvil_setTime", json!([1])),
+    ] {
+        let answer = node.call(method, params);
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+    }
+}

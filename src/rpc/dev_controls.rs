@@ -33,6 +33,12 @@
 //! - `anvil_setCoinbase` / `hardhat_setCoinbase address`: the beneficiary of later blocks.
 //! - `anvil_setNextBlockBaseFeePerGas` / `hardhat_setNextBlockBaseFeePerGas fee`: the next
 //!   block's base fee (the blocks after it derive theirs from it, as EIP-1559 does).
+//! - `evm_setBlockGasLimit` / `anvil_setBlockGasLimit gas`: the gas limit of later blocks
+//!   (5000 to 2^63 - 1, geth's bounds). `true`.
+//! - `anvil_setBlockTimestampInterval seconds`: later blocks' timestamps step by it from their
+//!   parent's instead of following the clock; `anvil_removeBlockTimestampInterval` (whether one
+//!   was set). `anvil_setTime timestamp`: the next block's timestamp, answering how far it is
+//!   ahead of the wall clock in seconds.
 //! - `anvil_reset` / `hardhat_reset`: the chain back to genesis (no forking).
 //! - anvil's other names of the evm_* controls: `anvil_increaseTime`,
 //!   `anvil_setNextBlockTimestamp`, `anvil_snapshot`, `anvil_revert`.
@@ -93,6 +99,11 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("anvil_removePoolTransactions", 1),
     ("anvil_setNextBlockBaseFeePerGas", 1),
     ("hardhat_setNextBlockBaseFeePerGas", 1),
+    ("evm_setBlockGasLimit", 1),
+    ("anvil_setBlockGasLimit", 1),
+    ("anvil_setBlockTimestampInterval", 1),
+    ("anvil_removeBlockTimestampInterval", 0),
+    ("anvil_setTime", 1),
     ("anvil_setCoinbase", 1),
     ("hardhat_setCoinbase", 1),
 ];
@@ -162,6 +173,16 @@ pub trait DevControlsApi {
     fn anvil_set_next_base_fee(&self, fee: Value) -> RpcResult<()>;
     #[method(name = "hardhat_setNextBlockBaseFeePerGas")]
     fn hardhat_set_next_base_fee(&self, fee: Value) -> RpcResult<bool>;
+    #[method(name = "evm_setBlockGasLimit", aliases = ["anvil_setBlockGasLimit"])]
+    fn set_block_gas_limit(&self, gas_limit: Value) -> RpcResult<bool>;
+    #[method(name = "anvil_setBlockTimestampInterval")]
+    fn set_block_timestamp_interval(&self, seconds: Value) -> RpcResult<()>;
+    #[method(name = "anvil_removeBlockTimestampInterval")]
+    fn remove_block_timestamp_interval(&self) -> RpcResult<bool>;
+    /// The next block's timestamp, as `evm_setNextBlockTimestamp`; the seconds it is ahead of
+    /// the wall clock, as a number (anvil's answer).
+    #[method(name = "anvil_setTime")]
+    fn set_time(&self, timestamp: Value) -> RpcResult<u64>;
     #[method(name = "anvil_setCoinbase")]
     fn anvil_set_coinbase(&self, address: Address) -> RpcResult<()>;
     #[method(name = "hardhat_setCoinbase")]
@@ -529,6 +550,36 @@ impl DevControlsApiServer for DevControls {
 
     async fn anvil_reset(&self, options: Option<Value>) -> RpcResult<()> {
         self.reset(options).await
+    }
+
+    fn set_block_gas_limit(&self, gas_limit: Value) -> RpcResult<bool> {
+        let gas_limit = quantity(&gas_limit, "gas limit")?;
+        self.dev
+            .set_gas_limit(gas_limit)
+            .map_err(RpcError::invalid_params)?;
+        Ok(true)
+    }
+
+    fn set_block_timestamp_interval(&self, seconds: Value) -> RpcResult<()> {
+        let seconds = quantity(&seconds, "interval")?;
+        self.dev.set_timestamp_interval(Some(seconds));
+        Ok(())
+    }
+
+    fn remove_block_timestamp_interval(&self) -> RpcResult<bool> {
+        Ok(self.dev.set_timestamp_interval(None))
+    }
+
+    fn set_time(&self, timestamp: Value) -> RpcResult<u64> {
+        let timestamp = quantity(&timestamp, "timestamp")?;
+        self.dev
+            .set_next_timestamp(timestamp)
+            .map_err(RpcError::invalid_params)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        Ok(timestamp.saturating_sub(now))
     }
 
     fn anvil_set_next_base_fee(&self, fee: Value) -> RpcResult<()> {

@@ -67,6 +67,7 @@ pub fn build_block(
         timestamp,
         coinbase: Address::ZERO,
         base_fee: None,
+        gas_limit: None,
     };
     let (block, changes) = assemble_block(store, candidates, settings, None)?;
     store.commit_block(&block, &changes)?;
@@ -81,6 +82,8 @@ struct BlockSettings {
     coinbase: Address,
     /// In place of the one EIP-1559 derives from the parent (`anvil_setNextBlockBaseFeePerGas`).
     base_fee: Option<u64>,
+    /// In place of the parent's.
+    gas_limit: Option<u64>,
 }
 
 /// Builds the next block on the head as `settings` say, without storing it: the block and its
@@ -95,6 +98,9 @@ fn assemble_block(
     let timestamp = settings.timestamp.max(parent.timestamp.saturating_add(1));
     let mut header = next_header(store, &parent, timestamp);
     header.beneficiary = settings.coinbase;
+    if let Some(gas_limit) = settings.gas_limit {
+        header.gas_limit = gas_limit;
+    }
     if let (Some(_), Some(fee)) = (header.base_fee_per_gas, settings.base_fee) {
         header.base_fee_per_gas = Some(fee);
     }
@@ -235,6 +241,9 @@ pub struct DevChain {
     coinbase: Mutex<Address>,
     /// The next block's base fee (`anvil_setNextBlockBaseFeePerGas`), used by one block.
     next_base_fee: Mutex<Option<u64>>,
+    /// The gas limit of the blocks mined from now on (`evm_setBlockGasLimit`), in place of the
+    /// parent's.
+    gas_limit: Mutex<Option<u64>>,
 }
 
 /// When the dev miner mines a block, as anvil's mining modes have it.
@@ -259,15 +268,25 @@ pub struct DevClock {
     pub offset: u64,
     /// The next block's timestamp (`evm_setNextBlockTimestamp`), used by one block.
     pub next: Option<u64>,
+    /// Seconds from each block to the next in place of the wall clock
+    /// (`anvil_setBlockTimestampInterval`).
+    pub interval: Option<u64>,
 }
 
 impl DevClock {
-    /// The timestamp the next block takes (the head's + 1 at least, see [`assemble_block`]).
-    fn next_timestamp(&self) -> u64 {
-        self.next
-            .unwrap_or_else(|| now().saturating_add(self.offset))
+    /// The timestamp the block after `parent_timestamp` takes (the parent's + 1 at least, see
+    /// [`assemble_block`]).
+    fn next_timestamp(&self, parent_timestamp: u64) -> u64 {
+        self.next.unwrap_or_else(|| match self.interval {
+            Some(interval) => parent_timestamp.saturating_add(interval),
+            None => now().saturating_add(self.offset),
+        })
     }
 }
+
+/// The gas limits a block may have (geth's `MinGasLimit` and `MaxGasLimit`).
+pub const MIN_GAS_LIMIT: u64 = 5000;
+pub const MAX_GAS_LIMIT: u64 = 0x7fff_ffff_ffff_ffff;
 
 /// The `extraData` of a block that carries a state edit.
 pub const STATE_EDIT_EXTRA_DATA: &[u8] = b"simnode state edit";
@@ -350,6 +369,7 @@ impl DevChain {
             mode: tokio::sync::watch::Sender::new(mode),
             coinbase: Mutex::new(Address::ZERO),
             next_base_fee: Mutex::new(None),
+            gas_limit: Mutex::new(None),
         }
     }
 
@@ -384,13 +404,31 @@ impl DevChain {
         Ok(())
     }
 
+    /// Sets the gas limit of the blocks mined from now on.
+    pub fn set_gas_limit(&self, gas_limit: u64) -> Result<(), String> {
+        if !(MIN_GAS_LIMIT..=MAX_GAS_LIMIT).contains(&gas_limit) {
+            return Err(format!(
+                "gas limit {gas_limit} is out of range: from {MIN_GAS_LIMIT} to {MAX_GAS_LIMIT}"
+            ));
+        }
+        *lock(&self.gas_limit) = Some(gas_limit);
+        Ok(())
+    }
+
+    /// Sets (or with `None` removes) the seconds between blocks; whether an interval was set.
+    pub fn set_timestamp_interval(&self, interval: Option<u64>) -> bool {
+        std::mem::replace(&mut lock(&self.clock).interval, interval).is_some()
+    }
+
     /// The settings of the next block mined on `clock`.
-    fn settings(&self, clock: &DevClock) -> BlockSettings {
-        BlockSettings {
-            timestamp: clock.next_timestamp(),
+    fn settings(&self, clock: &DevClock) -> Result<BlockSettings, BlockError> {
+        let head = self.store.head_header()?;
+        Ok(BlockSettings {
+            timestamp: clock.next_timestamp(head.timestamp),
             coinbase: *lock(&self.coinbase),
             base_fee: *lock(&self.next_base_fee),
-        }
+            gas_limit: *lock(&self.gas_limit),
+        })
     }
 
     pub fn clock(&self) -> DevClock {
@@ -446,7 +484,7 @@ impl DevChain {
         let pending = self.pool.pending();
         let started = std::time::Instant::now();
         let clock = self.clock();
-        let settings = self.settings(&clock);
+        let settings = self.settings(&clock)?;
         let (block, changes) = assemble_block(&self.store, &pending, settings, None)?;
         if block.body.transactions.is_empty() && !allow_empty {
             return Ok(None);
@@ -465,7 +503,7 @@ impl DevChain {
         let _one_at_a_time = lock(&self.mining);
         let started = std::time::Instant::now();
         let clock = self.clock();
-        let settings = self.settings(&clock);
+        let settings = self.settings(&clock)?;
         let (block, changes) = assemble_block(&self.store, &[], settings, Some((address, edit)))?;
         let block = self.store_mined(block, &changes, clock, settings, started)?;
         // A nonce edit can let waiting transactions in (or make them stale): let the miner look.
