@@ -43,8 +43,7 @@ impl ChainSpec {
         alloy_evm::spec_by_timestamp_and_block_number(self, timestamp, number)
     }
 
-    /// The EVM environment to execute `header`'s block in.
-    /// The EVM environment of the block `header` heads. A dev block holding impersonated
+    /// The EVM environment to execute `header`'s block in. A dev block holding impersonated
     /// transactions (marked by its `extraData`, see [`crate::impersonation`]) runs with
     /// EIP-3607 off, so that the contract sending one is not refused.
     pub fn evm_env(&self, header: &Header) -> EvmEnv {
