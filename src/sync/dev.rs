@@ -64,7 +64,10 @@ pub fn build_block(
     timestamp: u64,
 ) -> Result<NewBlock, BlockError> {
     let settings = BlockSettings {
-        timestamp,
+        clock: DevClock {
+            next: Some(timestamp),
+            ..DevClock::default()
+        },
         coinbase: Address::ZERO,
         base_fee: None,
         gas_limit: None,
@@ -77,8 +80,8 @@ pub fn build_block(
 /// What the dev chain's controls set for the next block.
 #[derive(Debug, Clone, Copy)]
 struct BlockSettings {
-    /// At least the head's + 1 is used.
-    timestamp: u64,
+    /// Where the timestamp comes from (the parent's + 1 at least is used).
+    clock: DevClock,
     coinbase: Address,
     /// In place of the one EIP-1559 derives from the parent (`anvil_setNextBlockBaseFeePerGas`).
     base_fee: Option<u64>,
@@ -95,7 +98,10 @@ fn assemble_block(
     edit: Option<(Address, StateEdit)>,
 ) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
     let parent = store.head_header()?;
-    let timestamp = settings.timestamp.max(parent.timestamp.saturating_add(1));
+    let timestamp = settings
+        .clock
+        .next_timestamp(parent.timestamp)
+        .max(parent.timestamp.saturating_add(1));
     let mut header = next_header(store, &parent, timestamp);
     header.beneficiary = settings.coinbase;
     if let Some(gas_limit) = settings.gas_limit {
@@ -420,15 +426,14 @@ impl DevChain {
         std::mem::replace(&mut lock(&self.clock).interval, interval).is_some()
     }
 
-    /// The settings of the next block mined on `clock`.
-    fn settings(&self, clock: &DevClock) -> Result<BlockSettings, BlockError> {
-        let head = self.store.head_header()?;
-        Ok(BlockSettings {
-            timestamp: clock.next_timestamp(head.timestamp),
+    /// The settings of the next block mined now.
+    fn settings(&self) -> BlockSettings {
+        BlockSettings {
+            clock: self.clock(),
             coinbase: *lock(&self.coinbase),
             base_fee: *lock(&self.next_base_fee),
             gas_limit: *lock(&self.gas_limit),
-        })
+        }
     }
 
     pub fn clock(&self) -> DevClock {
@@ -483,13 +488,12 @@ impl DevChain {
         let _one_at_a_time = lock(&self.mining);
         let pending = self.pool.pending();
         let started = std::time::Instant::now();
-        let clock = self.clock();
-        let settings = self.settings(&clock)?;
+        let settings = self.settings();
         let (block, changes) = assemble_block(&self.store, &pending, settings, None)?;
         if block.body.transactions.is_empty() && !allow_empty {
             return Ok(None);
         }
-        self.store_mined(block, &changes, clock, settings, started)
+        self.store_mined(block, &changes, settings, started)
             .map(Some)
     }
 
@@ -502,10 +506,9 @@ impl DevChain {
     pub fn edit(&self, address: Address, edit: StateEdit) -> Result<NewBlock, BlockError> {
         let _one_at_a_time = lock(&self.mining);
         let started = std::time::Instant::now();
-        let clock = self.clock();
-        let settings = self.settings(&clock)?;
+        let settings = self.settings();
         let (block, changes) = assemble_block(&self.store, &[], settings, Some((address, edit)))?;
-        let block = self.store_mined(block, &changes, clock, settings, started)?;
+        let block = self.store_mined(block, &changes, settings, started)?;
         // A nonce edit can let waiting transactions in (or make them stale): let the miner look.
         if !self.pool.is_empty() {
             self.pool.added.notify_one();
@@ -513,14 +516,13 @@ impl DevChain {
         Ok(block)
     }
 
-    /// Stores a block mined with `clock` and `settings` and does what follows a new dev block:
+    /// Stores a block mined with `settings` and does what follows a new dev block:
     /// the clock moves on, a base fee set for it is used up, the pool drops what the block made
     /// stale, the block is final.
     fn store_mined(
         &self,
         block: NewBlock,
         changes: &simnode_api::StateChanges,
-        clock: DevClock,
         settings: BlockSettings,
         started: std::time::Instant,
     ) -> Result<NewBlock, BlockError> {
@@ -533,7 +535,7 @@ impl DevChain {
                 *next = None;
             }
         }
-        if let Some(used) = clock.next {
+        if let Some(used) = settings.clock.next {
             // Used by this block (unless a newer one was set meanwhile); later blocks' clock
             // goes on from it, as on hardhat and anvil.
             let mut later = lock(&self.clock);
