@@ -297,6 +297,26 @@ impl Store {
     /// Stores `block` on top of the head: computes the state root of the head state with
     /// `changes`, checks it against the header, and writes everything in one transaction.
     pub fn commit_block(&self, block: &NewBlock, changes: &StateChanges) -> Result<(), StoreError> {
+        self.commit_block_with(block, changes, false)
+    }
+
+    /// [`Store::commit_block`] for a chain with instant finality (the dev chain): the block is
+    /// also the safe and finalized one, in the same transaction, so no reader sees the new head
+    /// with the old finalized block.
+    pub fn commit_final_block(
+        &self,
+        block: &NewBlock,
+        changes: &StateChanges,
+    ) -> Result<(), StoreError> {
+        self.commit_block_with(block, changes, true)
+    }
+
+    fn commit_block_with(
+        &self,
+        block: &NewBlock,
+        changes: &StateChanges,
+        finalize: bool,
+    ) -> Result<(), StoreError> {
         let number = block.header.number;
         let tx = self.db.begin_write()?;
         let advanced;
@@ -325,9 +345,23 @@ impl Store {
             apply_overlay(&tx, number, &overlay, &roots.storage_roots, true)?;
             let mut meta = tx.open_table(META)?;
             meta.insert(META_HEAD, number)?;
+            if finalize {
+                meta.insert(META_SAFE, number)?;
+                meta.insert(META_FINALIZED, number)?;
+            }
+        }
+        if finalize {
+            prune_side_blocks(&tx, number)?;
         }
         self.commit(tx)?;
-        self.head.write().unwrap_or_else(|e| e.into_inner()).latest = number;
+        {
+            let mut head = self.head.write().unwrap_or_else(|e| e.into_inner());
+            head.latest = number;
+            if finalize {
+                head.safe = Some(number);
+                head.finalized = Some(number);
+            }
+        }
         if let Some(tries) = advanced {
             tries.keep(block.header.hash());
         }

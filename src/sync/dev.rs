@@ -527,7 +527,8 @@ impl DevChain {
         started: std::time::Instant,
     ) -> Result<NewBlock, BlockError> {
         let (store, pool) = (&*self.store, &*self.pool);
-        store.commit_block(&block, changes)?;
+        // Final as it is stored: a dev chain's finality is its head's.
+        store.commit_final_block(&block, changes)?;
         if settings.base_fee.is_some() {
             // Unless a newer one was set meanwhile.
             let mut next = lock(&self.next_base_fee);
@@ -556,7 +557,6 @@ impl DevChain {
         pool.on_block(&included, |a| {
             state.account(a).ok().flatten().map(|acc| acc.nonce)
         });
-        mark_head_final(store)?;
         crate::rpc::metrics::set_head_block(block.header.number);
         tracing::info!(target: "simnode::dev", number = block.header.number, txs = block.body.transactions.len(), gas = block.header.gas_used, "mined block");
         Ok(block)
@@ -652,5 +652,49 @@ pub async fn run_miner(dev: Arc<DevChain>) {
             }
             Err(err) => tracing::error!(target: "simnode::dev", %err, "miner task panicked"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    };
+
+    use super::*;
+    use crate::store::scratch::ScratchStore;
+
+    /// A dev block is final as it is stored: a reader never sees the new head with the old
+    /// safe or finalized block.
+    #[test]
+    fn mined_blocks_are_final_as_soon_as_they_are_the_head() {
+        let store = ScratchStore::open("dev-final", &crate::chain::dev_genesis());
+        mark_head_final(&store).expect("genesis is final");
+        let dev = DevChain::new(
+            Arc::clone(&store),
+            Arc::new(Pool::default()),
+            MiningMode::Manual,
+        );
+        let done = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (store, done) = (Arc::clone(&store), done.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    let head = store.head();
+                    assert_eq!(head.safe, Some(head.latest), "{head:?}");
+                    assert_eq!(head.finalized, Some(head.latest), "{head:?}");
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        for _ in 0..100 {
+            dev.mine(true).expect("mined");
+        }
+        done.store(true, Ordering::Relaxed);
+        assert!(reader.join().expect("no torn head seen") > 0);
+        assert_eq!(store.head().latest, 100);
     }
 }
