@@ -45,6 +45,22 @@ fn wait_for(node: &Node, what: &str, mut f: impl FnMut(&Node) -> Option<Value>) 
     }
 }
 
+/// The receipt of transaction `hash` once it is mined.
+fn receipt_when_mined(node: &Node, what: &str, hash: &Value) -> Value {
+    wait_for(node, what, |n| {
+        let r = n.result("eth_getTransactionReceipt", json!([hash]));
+        (!r.is_null()).then_some(r)
+    })
+}
+
+/// Each request is refused with -32602 (invalid params).
+fn assert_invalid_params(node: &Node, requests: impl IntoIterator<Item = (&'static str, Value)>) {
+    for (method, params) in requests {
+        let answer = node.call(method, params);
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+    }
+}
+
 #[test]
 fn dev_node_mines_sent_transactions() {
     let node = Node::start(TempDir::new("dev"), Path::new("dev"), &["--dev"]);
@@ -80,10 +96,7 @@ fn dev_node_mines_sent_transactions() {
         hashes.push(node.result("eth_sendRawTransaction", json!([raw])));
     }
     for hash in &hashes {
-        let receipt = wait_for(&node, "the receipt", |n| {
-            let r = n.result("eth_getTransactionReceipt", json!([hash]));
-            (!r.is_null()).then_some(r)
-        });
+        let receipt = receipt_when_mined(&node, "the receipt", hash);
         assert_eq!(receipt["status"], "0x1", "{receipt}");
         assert_eq!(
             receipt["from"],
@@ -91,10 +104,7 @@ fn dev_node_mines_sent_transactions() {
         );
     }
     // Once the gap is filled, the waiting transaction (nonce 3) is mined too.
-    wait_for(&node, "the gapped transaction", |n| {
-        let r = n.result("eth_getTransactionReceipt", json!([gapped]));
-        (!r.is_null()).then_some(r)
-    });
+    receipt_when_mined(&node, "the gapped transaction", &gapped);
     assert_eq!(
         node.result("eth_getBalance", json!([to, "latest"])),
         "0xbb9"
@@ -305,10 +315,7 @@ fn dev_node_signs_with_its_accounts() {
         })
         .collect();
     for hash in &hashes {
-        let receipt = wait_for(&node, "the receipt", |n| {
-            let r = n.result("eth_getTransactionReceipt", json!([hash]));
-            (!r.is_null()).then_some(r)
-        });
+        let receipt = receipt_when_mined(&node, "the receipt", hash);
         assert_eq!(receipt["status"], "0x1", "{receipt}");
         assert_eq!(receipt["type"], "0x2", "fees default to EIP-1559 ones");
     }
@@ -327,10 +334,7 @@ fn dev_node_signs_with_its_accounts() {
         "eth_sendTransaction",
         json!([{"from": accounts[1], "input": "0x602a60005500"}]),
     );
-    let receipt = wait_for(&node, "the creation", |n| {
-        let r = n.result("eth_getTransactionReceipt", json!([hash]));
-        (!r.is_null()).then_some(r)
-    });
+    let receipt = receipt_when_mined(&node, "the creation", &hash);
     assert_eq!(receipt["status"], "0x1", "{receipt}");
     assert!(receipt["contractAddress"].is_string(), "{receipt}");
 
@@ -534,10 +538,7 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
         "eth_sendTransaction",
         json!([{"from": ADDR0, "to": to, "value": "0x7"}]),
     );
-    wait_for(&node, "the transfer", |n| {
-        let r = n.result("eth_getTransactionReceipt", json!([hash]));
-        (!r.is_null()).then_some(r)
-    });
+    receipt_when_mined(&node, "the transfer", &hash);
     assert_eq!(node.result("eth_getBalance", json!([to, "latest"])), "0x7");
     assert_eq!(node.result("evm_revert", json!([snapshot])), json!(true));
     assert_eq!(head(&node)["hash"], before["hash"]);
@@ -557,10 +558,7 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
         "eth_sendTransaction",
         json!([{"from": ADDR0, "to": to, "value": "0x7"}]),
     );
-    let receipt = wait_for(&node, "the transfer again", |n| {
-        let r = n.result("eth_getTransactionReceipt", json!([again]));
-        (!r.is_null()).then_some(r)
-    });
+    let receipt = receipt_when_mined(&node, "the transfer again", &again);
     assert_eq!(
         node.result("eth_getTransactionByHash", json!([again]))["nonce"],
         "0x0"
@@ -647,10 +645,7 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     let raw = network_form(0, versioned, CELLS_PER_EXT_BLOB);
     assert!(raw.len() > 2 * 131_072, "the sidecar travels with it");
     let hash = node.result("eth_sendRawTransaction", json!([raw]));
-    let receipt = wait_for(&node, "the blob transaction's receipt", |n| {
-        let r = n.result("eth_getTransactionReceipt", json!([hash]));
-        (!r.is_null()).then_some(r)
-    });
+    let receipt = receipt_when_mined(&node, "the blob transaction's receipt", &hash);
     assert_eq!(receipt["status"], "0x1", "{receipt}");
     assert_eq!(receipt["blobGasUsed"], "0x20000", "{receipt}");
     let mined = node.result("eth_getRawTransactionByHash", json!([hash]));
@@ -898,10 +893,7 @@ fn dev_node_state_edits_are_blocks_of_their_own() {
         "eth_sendTransaction",
         json!([{"from": ADDR0, "to": contract, "value": "0x1"}]),
     );
-    let receipt = wait_for(&node, "the transaction after the nonce edit", |n| {
-        let r = n.result("eth_getTransactionReceipt", json!([hash]));
-        (!r.is_null()).then_some(r)
-    });
+    let receipt = receipt_when_mined(&node, "the transaction after the nonce edit", &hash);
     assert_eq!(receipt["status"], "0x1");
     assert_eq!(
         node.result("eth_getTransactionByHash", json!([hash]))["nonce"],
@@ -930,26 +922,26 @@ fn dev_node_state_edits_are_blocks_of_their_own() {
 
     // Bad input is refused before anything is mined.
     let before = number(&node);
-    for (method, params) in [
-        ("anvil_setBalance", json!([who, "-1"])),
-        ("anvil_setBalance", json!([who, "0x"])),
-        (
-            "anvil_setBalance",
-            json!([who, format!("0x1{}", "0".repeat(64))]),
-        ),
-        ("anvil_setNonce", json!([who, "0x10000000000000000"])),
-        ("anvil_setCode", json!([contract, "0xef0100aa"])),
-        ("anvil_setCode", json!([contract, "0xzz"])),
-        ("anvil_setStorageAt", json!([contract, "0x1", "7"])),
-        (
-            "anvil_setStorageAt",
-            json!([contract, "0x1", format!("0x{}", "f".repeat(65))]),
-        ),
-        ("hardhat_setBalance", json!(["0x1234", "0x1"])),
-    ] {
-        let answer = node.call(method, params);
-        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
-    }
+    assert_invalid_params(
+        &node,
+        [
+            ("anvil_setBalance", json!([who, "-1"])),
+            ("anvil_setBalance", json!([who, "0x"])),
+            (
+                "anvil_setBalance",
+                json!([who, format!("0x1{}", "0".repeat(64))]),
+            ),
+            ("anvil_setNonce", json!([who, "0x10000000000000000"])),
+            ("anvil_setCode", json!([contract, "0xef0100aa"])),
+            ("anvil_setCode", json!([contract, "0xzz"])),
+            ("anvil_setStorageAt", json!([contract, "0x1", "7"])),
+            (
+                "anvil_setStorageAt",
+                json!([contract, "0x1", format!("0x{}", "f".repeat(65))]),
+            ),
+            ("hardhat_setBalance", json!(["0x1234", "0x1"])),
+        ],
+    );
     assert_eq!(number(&node), before);
 }
 
@@ -972,12 +964,8 @@ fn dev_node_sends_for_impersonated_accounts() {
             json!([{"from": from, "to": to, "value": value}]),
         )
     };
-    let mined = |node: &Node, hash: &Value| {
-        wait_for(node, "the impersonated transaction", |n| {
-            let r = n.result("eth_getTransactionReceipt", json!([hash]));
-            (!r.is_null()).then_some(r)
-        })
-    };
+    let mined =
+        |node: &Node, hash: &Value| receipt_when_mined(node, "the impersonated transaction", hash);
     let accounts = |node: &Node| node.result("eth_accounts", json!([]));
     let marker = format!("0x{}", alloy::hex::encode(b"simnode impersonation"));
 
@@ -1097,14 +1085,14 @@ fn dev_node_sends_for_impersonated_accounts() {
     node.result("anvil_autoImpersonateAccount", json!([false]));
     assert_eq!(send(&node, who, "0x1")["error"]["code"], -32000);
 
-    for (method, params) in [
-        ("anvil_impersonateAccount", json!(["0x1234"])),
-        ("anvil_autoImpersonateAccount", json!(["yes"])),
-        ("hardhat_impersonateAccount", json!([])),
-    ] {
-        let answer = node.call(method, params);
-        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
-    }
+    assert_invalid_params(
+        &node,
+        [
+            ("anvil_impersonateAccount", json!(["0x1234"])),
+            ("anvil_autoImpersonateAccount", json!(["yes"])),
+            ("hardhat_impersonateAccount", json!([])),
+        ],
+    );
 }
 
 /// anvil's mining modes (automine on and off, interval mining), its pool controls and its
@@ -1122,12 +1110,7 @@ fn dev_node_mining_modes_pool_drops_and_coinbase() {
             json!([{"from": ADDR0, "to": to, "value": "0x1"}]),
         )
     };
-    let receipt = |node: &Node, hash: &Value| {
-        wait_for(node, "a receipt", |n| {
-            let r = n.result("eth_getTransactionReceipt", json!([hash]));
-            (!r.is_null()).then_some(r)
-        })
-    };
+    let receipt = |node: &Node, hash: &Value| receipt_when_mined(node, "a receipt", hash);
     assert_eq!(node.result("anvil_getAutomine", json!([])), json!(true));
 
     // Automine off: transactions wait until a block is asked for, and go in one block.
@@ -1208,15 +1191,15 @@ fn dev_node_mining_modes_pool_drops_and_coinbase() {
         json!(true)
     );
 
-    for (method, params) in [
-        ("evm_setIntervalMining", json!(["-1"])),
-        ("evm_setAutomine", json!(["yes"])),
-        ("anvil_dropTransaction", json!(["0x12"])),
-        ("anvil_setCoinbase", json!([])),
-    ] {
-        let answer = node.call(method, params);
-        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
-    }
+    assert_invalid_params(
+        &node,
+        [
+            ("evm_setIntervalMining", json!(["-1"])),
+            ("evm_setAutomine", json!(["yes"])),
+            ("anvil_dropTransaction", json!(["0x12"])),
+            ("anvil_setCoinbase", json!([])),
+        ],
+    );
 }
 
 /// anvil_reset / hardhat_reset without forking: back to genesis, pool and snapshots emptied;
@@ -1231,10 +1214,7 @@ fn dev_node_resets_to_genesis() {
         "eth_sendTransaction",
         json!([{"from": ADDR0, "to": to, "value": "0x1"}]),
     );
-    wait_for(&node, "the transfer", |n| {
-        let r = n.result("eth_getTransactionReceipt", json!([hash]));
-        (!r.is_null()).then_some(r)
-    });
+    receipt_when_mined(&node, "the transfer", &hash);
     node.result("anvil_increaseTime", json!([3600]));
     node.result("evm_setAutomine", json!([false]));
     node.result(
@@ -1301,10 +1281,7 @@ fn dev_node_next_block_base_fee() {
         "eth_sendTransaction",
         json!([{"from": ADDR0, "to": to, "value": "0x1", "maxPriorityFeePerGas": "0x2"}]),
     );
-    let receipt = wait_for(&node, "the transfer", |n| {
-        let r = n.result("eth_getTransactionReceipt", json!([hash]));
-        (!r.is_null()).then_some(r)
-    });
+    let receipt = receipt_when_mined(&node, "the transfer", &hash);
     let block = node.result(
         "eth_getBlockByNumber",
         json!([receipt["blockNumber"], false]),
@@ -1376,13 +1353,13 @@ fn dev_node_gas_limit_and_timestamp_interval() {
     node.result("evm_mine", json!([]));
     assert_eq!(quantity(&latest(&node)["timestamp"]), at);
 
-    for (method, params) in [
-        ("evm_setBlockGasLimit", json!([4999])),
-        ("evm_setBlockGasLimit", json!(["0x8000000000000000"])),
-        ("anvil_setBlockTimestampInterval", json!(["-5"])),
-        ("anvil_setTime", json!([1])),
-    ] {
-        let answer = node.call(method, params);
-        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
-    }
+    assert_invalid_params(
+        &node,
+        [
+            ("evm_setBlockGasLimit", json!([4999])),
+            ("evm_setBlockGasLimit", json!(["0x8000000000000000"])),
+            ("anvil_setBlockTimestampInterval", json!(["-5"])),
+            ("anvil_setTime", json!([1])),
+        ],
+    );
 }
