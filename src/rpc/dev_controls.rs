@@ -575,11 +575,7 @@ impl DevControlsApiServer for DevControls {
         self.dev
             .set_next_timestamp(timestamp)
             .map_err(RpcError::invalid_params)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        Ok(timestamp.saturating_sub(now))
+        Ok(timestamp.saturating_sub(crate::sync::dev::now()))
     }
 
     fn anvil_set_next_base_fee(&self, fee: Value) -> RpcResult<()> {

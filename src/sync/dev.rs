@@ -226,7 +226,8 @@ fn assemble_with(
     Ok((block, run.changes))
 }
 
-fn now() -> u64 {
+/// The wall clock, in seconds.
+pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
