@@ -271,18 +271,25 @@ impl DevControls {
     }
 }
 
-/// A balance or a storage slot: a JSON number, or a hex (`0x`) or decimal string below 2^256.
-fn word(value: &Value, what: &str) -> Result<U256, RpcError> {
-    let parsed = match value {
+/// A non-negative integer as the dev controls take one: a JSON number, or a hex (`0x`) or
+/// decimal string; `None` for anything else.
+fn integer(value: &Value) -> Option<U256> {
+    match value {
         Value::Number(n) => n.as_u64().map(U256::from),
+        // ruint reads an empty string as zero; neither "" nor "0x" is a number.
         Value::String(s) => match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
             Some("") => None,
             Some(hex) => U256::from_str_radix(hex, 16).ok(),
+            None if s.is_empty() => None,
             None => U256::from_str_radix(s, 10).ok(),
         },
         _ => None,
-    };
-    parsed.ok_or_else(|| {
+    }
+}
+
+/// A balance or a storage slot: an [`integer`] below 2^256.
+fn word(value: &Value, what: &str) -> Result<U256, RpcError> {
+    integer(value).ok_or_else(|| {
         RpcError::invalid_params(format!(
             "invalid {what} {value}: expected a non-negative integer below 2^256 (a number, or a hex or decimal string)"
         ))
@@ -307,21 +314,15 @@ fn bytecode(code: Bytes) -> Result<Bytecode, RpcError> {
         .map_err(|e| RpcError::invalid_params(format!("invalid code: {e}")))
 }
 
-/// A count, a timestamp or a nonce: a JSON number, or a hex (`0x`) or decimal string.
+/// A count, a timestamp or a nonce: an [`integer`] below 2^64.
 fn quantity(value: &Value, what: &str) -> Result<u64, RpcError> {
-    let parsed = match value {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-            Some(hex) => u64::from_str_radix(hex, 16).ok(),
-            None => s.parse().ok(),
-        },
-        _ => None,
-    };
-    parsed.ok_or_else(|| {
-        RpcError::invalid_params(format!(
-            "invalid {what} {value}: expected a non-negative integer below 2^64 (a number, or a hex or decimal string)"
-        ))
-    })
+    integer(value)
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "invalid {what} {value}: expected a non-negative integer below 2^64 (a number, or a hex or decimal string)"
+            ))
+        })
 }
 
 fn check_block_count(blocks: u64) -> Result<(), RpcError> {
@@ -608,4 +609,53 @@ impl DevControlsApiServer for DevControls {
 /// accounts methods read.
 pub fn rpc_module(dev: Arc<DevChain>, impersonation: Arc<Impersonation>) -> jsonrpsee::Methods {
     DevControls::new(dev, impersonation).into_rpc().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn integers_are_numbers_or_hex_or_decimal_strings() {
+        for (value, expected) in [
+            (json!(7), Some(7u64)),
+            (json!("0x1f"), Some(31)),
+            (json!("0X1F"), Some(31)),
+            (json!("42"), Some(42)),
+            (json!("0x"), None),
+            (json!(""), None),
+            (json!(-1), None),
+            (json!(1.5), None),
+            (json!("-1"), None),
+            (json!("0xzz"), None),
+            (json!(true), None),
+            (json!(null), None),
+        ] {
+            assert_eq!(integer(&value), expected.map(U256::from), "{value}");
+        }
+        let max = format!("0x{}", "f".repeat(64));
+        assert_eq!(integer(&json!(max)), Some(U256::MAX));
+        assert_eq!(integer(&json!(format!("0x1{}", "0".repeat(64)))), None);
+    }
+
+    #[test]
+    fn quantities_stop_at_u64_and_words_at_u256() {
+        assert_eq!(
+            quantity(&json!("0xffffffffffffffff"), "nonce").ok(),
+            Some(u64::MAX)
+        );
+        let too_big: jsonrpsee::types::ErrorObjectOwned =
+            quantity(&json!("0x10000000000000000"), "nonce")
+                .expect_err("past u64")
+                .into();
+        assert_eq!(too_big.code(), -32602);
+        assert!(too_big.message().contains("below 2^64"), "{too_big:?}");
+        assert_eq!(
+            word(&json!("0x10000000000000000"), "balance").ok(),
+            Some(U256::from(1u128 << 64))
+        );
+        assert!(word(&json!("0x"), "balance").is_err());
+    }
 }
