@@ -593,6 +593,46 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
 /// mined as the transaction alone: its raw bytes hash to its hash, as any client computes the
 /// block's transactions root over them. A sidecar that does not belong to the transaction is
 /// refused.
+/// A timestamp set earlier than the wall clock (a fresh chain's genesis is at 0) is where the
+/// clock goes on from, as on anvil and hardhat: the blocks after it do not jump to the wall
+/// clock, `evm_increaseTime` counts from it, and its answer is the negative offset.
+#[test]
+fn dev_clock_goes_on_from_a_timestamp_before_the_wall_clock() {
+    let node = Node::start(TempDir::new("dev-past-clock"), Path::new("dev"), &["--dev"]);
+    let head_time = |node: &Node| {
+        quantity(&node.result("eth_getBlockByNumber", json!(["latest", false]))["timestamp"])
+    };
+    let set = 1_000_000u64;
+    node.result("evm_setNextBlockTimestamp", json!([set]));
+    node.result("evm_mine", json!([]));
+    assert_eq!(head_time(&node), set);
+    node.result("evm_mine", json!([]));
+    let next = head_time(&node);
+    assert!((set + 1..set + 120).contains(&next), "{next}");
+
+    let offset = node.result("evm_increaseTime", json!([3600]));
+    let offset = offset
+        .as_i64()
+        .unwrap_or_else(|| panic!("a negative number: {offset}"));
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as i64;
+    assert!(
+        (offset + wall - (next as i64 + 3600)).abs() < 120,
+        "{offset}"
+    );
+    // A sent transaction's block too.
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": ADDR0, "value": "0x1"}]),
+    );
+    let receipt = receipt_when_mined(&node, "the transfer", &hash);
+    let block = node.result("eth_getBlockByHash", json!([receipt["blockHash"], false]));
+    let mined = quantity(&block["timestamp"]);
+    assert!((next + 3600..next + 3720).contains(&mined), "{mined}");
+}
+
 #[test]
 fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     use alloy::{

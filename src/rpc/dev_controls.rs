@@ -5,7 +5,8 @@
 //!   for it, or `{timestamp, blocks}` for several (at most [`MAX_BLOCKS_PER_MINE`]). `"0x0"`.
 //! - `anvil_mine` / `hardhat_mine [blocks, interval]`: several blocks, `interval` seconds apart.
 //! - `evm_increaseTime seconds`: later blocks' clock moves ahead (of the head's timestamp at
-//!   least); the total offset from the wall clock in seconds.
+//!   least); the total offset from the wall clock in seconds (a negative JSON number when the
+//!   clock is behind it, after a block took an earlier timestamp, as anvil answers).
 //! - `evm_setNextBlockTimestamp timestamp`: the next block's timestamp (after the head's); the
 //!   clock of the blocks after it goes on from there.
 //! - `evm_snapshot`: an id for the chain as it is now (head and clock).
@@ -117,7 +118,7 @@ pub trait DevControlsApi {
     #[method(name = "anvil_mine", aliases = ["hardhat_mine"])]
     async fn mine_blocks(&self, blocks: Option<Value>, interval: Option<Value>) -> RpcResult<()>;
     #[method(name = "evm_increaseTime", aliases = ["anvil_increaseTime"])]
-    fn increase_time(&self, seconds: Value) -> RpcResult<U64>;
+    fn increase_time(&self, seconds: Value) -> RpcResult<Value>;
     #[method(name = "evm_setNextBlockTimestamp", aliases = ["anvil_setNextBlockTimestamp"])]
     fn set_next_block_timestamp(&self, timestamp: Value) -> RpcResult<()>;
     #[method(name = "evm_snapshot", aliases = ["anvil_snapshot"])]
@@ -401,13 +402,17 @@ impl DevControlsApiServer for DevControls {
         Ok(())
     }
 
-    fn increase_time(&self, seconds: Value) -> RpcResult<U64> {
+    fn increase_time(&self, seconds: Value) -> RpcResult<Value> {
         let seconds = quantity(&seconds, "number of seconds")?;
         let offset = self
             .dev
             .increase_time(seconds)
             .map_err(RpcError::invalid_params)?;
-        Ok(U64::from(offset))
+        // A quantity cannot be negative: behind the wall clock, the plain number anvil gives.
+        Ok(match u64::try_from(offset) {
+            Ok(ahead) => serde_json::to_value(U64::from(ahead)).map_err(internal)?,
+            Err(_) => Value::from(offset),
+        })
     }
 
     fn set_next_block_timestamp(&self, timestamp: Value) -> RpcResult<()> {

@@ -271,8 +271,9 @@ pub const MAX_DEV_TIMESTAMP: u64 = 1 << 40;
 /// Where dev blocks take their timestamps from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DevClock {
-    /// Seconds added to the wall clock (`evm_increaseTime`).
-    pub offset: u64,
+    /// Seconds added to the wall clock (`evm_increaseTime`); negative once a block took a
+    /// timestamp set earlier than the wall clock, so that the blocks after it go on from there.
+    pub offset: i64,
     /// The next block's timestamp (`evm_setNextBlockTimestamp`), used by one block.
     pub next: Option<u64>,
     /// Seconds from each block to the next in place of the wall clock
@@ -286,7 +287,7 @@ impl DevClock {
     fn next_timestamp(&self, parent_timestamp: u64) -> u64 {
         self.next.unwrap_or_else(|| match self.interval {
             Some(interval) => parent_timestamp.saturating_add(interval),
-            None => now().saturating_add(self.offset),
+            None => now().saturating_add_signed(self.offset),
         })
     }
 }
@@ -444,23 +445,20 @@ impl DevChain {
     /// Moves the clock of later blocks `seconds` ahead of where it is, or of the head's
     /// timestamp when that is later (blocks mined fast run ahead of the wall clock); the
     /// offset from the wall clock now.
-    pub fn increase_time(&self, seconds: u64) -> Result<u64, String> {
+    pub fn increase_time(&self, seconds: u64) -> Result<i64, String> {
         let head = self.store.head_header().map_err(|e| e.to_string())?;
         let mut clock = lock(&self.clock);
-        let behind_head = head
-            .timestamp
-            .saturating_sub(now().saturating_add(clock.offset));
-        let offset = clock
-            .offset
-            .saturating_add(behind_head)
-            .saturating_add(seconds);
-        if now().saturating_add(offset) > MAX_DEV_TIMESTAMP {
+        let wall = i128::from(now());
+        let from = i128::from(head.timestamp).max(wall + i128::from(clock.offset));
+        let target = from + i128::from(seconds);
+        if target > i128::from(MAX_DEV_TIMESTAMP) {
             return Err(format!(
                 "{seconds} seconds would take the clock past {MAX_DEV_TIMESTAMP}"
             ));
         }
-        clock.offset = offset;
-        Ok(offset)
+        // Both ends are below 2^40, so their difference fits.
+        clock.offset = (target - wall) as i64;
+        Ok(clock.offset)
     }
 
     /// Sets the next block's timestamp, which must come after the head's; the blocks after it
@@ -543,7 +541,8 @@ impl DevChain {
             let mut later = lock(&self.clock);
             if later.next == Some(used) {
                 later.next = None;
-                later.offset = used.saturating_sub(now());
+                // Timestamps are below 2^40 (MAX_DEV_TIMESTAMP), so the difference fits.
+                later.offset = (i128::from(used) - i128::from(now())) as i64;
             }
         }
         crate::rpc::metrics::record_block_gas(block.header.gas_used, started.elapsed());
