@@ -166,6 +166,7 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         ("evm_setBlockGasLimit", json!(["0x1c9c380"])),
         ("anvil_setBlockTimestampInterval", json!([12])),
         ("anvil_removeBlockTimestampInterval", json!([])),
+        ("anvil_metadata", json!([])),
         ("eth_sendUnsignedTransaction", json!([{"from": to, "to": dev[1], "value": "0x1"}])),
         ("eth_sendTransaction", json!([{"from": to, "to": dev[0], "value": "0x1"}])),
         ("ots_getBlockTransactions", json!([1, 0, 10])),

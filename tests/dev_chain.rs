@@ -1253,6 +1253,22 @@ fn dev_node_resets_to_genesis() {
     let to = address!("0000000000000000000000000000000000002222");
     let genesis = node.result("eth_getBlockByNumber", json!(["0x0", false]));
     let snapshot = node.result("anvil_snapshot", json!([]));
+    // The metadata tools read to tell a dev chain and its resets apart.
+    let before = node.result("anvil_metadata", json!([]));
+    assert_eq!(
+        before["clientVersion"],
+        node.result("web3_clientVersion", json!([]))
+    );
+    assert_eq!(before["chainId"], json!(1337));
+    assert_eq!(before["latestBlockNumber"], json!(0));
+    assert_eq!(before["latestBlockHash"], genesis["hash"]);
+    assert_eq!(before["forkedNetwork"], Value::Null);
+    assert_eq!(
+        before["snapshots"],
+        json!({snapshot.as_str().unwrap_or_default(): [0, genesis["hash"]]})
+    );
+    let instance = before["instanceId"].clone();
+    assert_eq!(instance.as_str().map(str::len), Some(66), "{before}");
     let hash = node.result(
         "eth_sendTransaction",
         json!([{"from": ADDR0, "to": to, "value": "0x1"}]),
@@ -1272,8 +1288,21 @@ fn dev_node_resets_to_genesis() {
     assert_eq!(fork["error"]["code"], -32602, "{fork}");
     assert_eq!(node.result("eth_blockNumber", json!([])), "0x1");
 
+    let after_mining = node.result("hardhat_metadata", json!([]));
+    assert_eq!(
+        after_mining["instanceId"], instance,
+        "the same chain until a reset"
+    );
+    assert_eq!(after_mining["latestBlockNumber"], json!(1));
     assert_eq!(node.result("anvil_reset", json!([])), Value::Null);
     assert_eq!(node.result("eth_blockNumber", json!([])), "0x0");
+    let after_reset = node.result("anvil_metadata", json!([]));
+    assert_ne!(
+        after_reset["instanceId"], instance,
+        "a reset chain is a new instance"
+    );
+    assert_eq!(after_reset["snapshots"], json!({}));
+    assert_eq!(after_reset["latestBlockNumber"], json!(0));
     assert_eq!(
         node.result("eth_getBlockByNumber", json!(["latest", false]))["hash"],
         genesis["hash"]
@@ -1307,6 +1336,14 @@ fn dev_node_resets_to_genesis() {
         .unwrap()
         .as_secs();
     assert!(quantity(&block["timestamp"]) < now + 600, "{block}");
+
+    // A restart keeps the chain, so it keeps the instance; the second reset renewed it.
+    let instance = node.result("anvil_metadata", json!([]))["instanceId"].clone();
+    assert_ne!(instance, after_reset["instanceId"]);
+    let node = Node::start(node.stop(), Path::new("dev"), &["--dev"]);
+    let restarted = node.result("anvil_metadata", json!([]));
+    assert_eq!(restarted["instanceId"], instance);
+    assert_eq!(restarted["latestBlockNumber"], json!(1));
 }
 
 /// anvil_setNextBlockBaseFeePerGas: one block takes the base fee set, the blocks after it

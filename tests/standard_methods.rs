@@ -116,6 +116,8 @@ fn the_node_says_what_it_is() {
         "evm_setAutomine",
         "anvil_dropAllTransactions",
         "eth_sendUnsignedTransaction",
+        "anvil_metadata",
+        "hardhat_metadata",
     ] {
         assert_eq!(
             node.call(method, json!([]))["error"]["code"],

@@ -41,6 +41,9 @@
 //!   was set). `anvil_setTime timestamp`: the next block's timestamp, answering how far it is
 //!   ahead of the wall clock in seconds.
 //! - `anvil_reset` / `hardhat_reset`: the chain back to genesis (no forking).
+//! - `anvil_metadata` / `hardhat_metadata`: the client, chain id, head, snapshots and an
+//!   instance id that a reset renews (a restart keeps it: the chain is still there), so tools
+//!   that key deployments by it (OpenZeppelin's upgrades plugin) see a reset chain as a new one.
 //! - anvil's other names of the evm_* controls: `anvil_increaseTime`,
 //!   `anvil_setNextBlockTimestamp`, `anvil_snapshot`, `anvil_revert`.
 
@@ -107,6 +110,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("anvil_setTime", 1),
     ("anvil_setCoinbase", 1),
     ("hardhat_setCoinbase", 1),
+    ("anvil_metadata", 0),
+    ("hardhat_metadata", 0),
 ];
 
 #[rpc(server)]
@@ -188,6 +193,8 @@ pub trait DevControlsApi {
     fn anvil_set_coinbase(&self, address: Address) -> RpcResult<()>;
     #[method(name = "hardhat_setCoinbase")]
     fn hardhat_set_coinbase(&self, address: Address) -> RpcResult<bool>;
+    #[method(name = "anvil_metadata", aliases = ["hardhat_metadata"])]
+    fn metadata(&self) -> RpcResult<Value>;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -204,6 +211,16 @@ pub struct DevControls {
     impersonation: Arc<Impersonation>,
 }
 
+/// A number no other dev chain is expected to draw (not a secret): std's per-process random
+/// hash keys over the wall clock's nanoseconds.
+fn new_instance() -> u64 {
+    use std::hash::BuildHasher;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one(nanos)
+}
+
 impl DevControls {
     pub fn new(dev: Arc<DevChain>, impersonation: Arc<Impersonation>) -> Self {
         Self {
@@ -211,6 +228,26 @@ impl DevControls {
             snapshots: Mutex::new(Vec::new()),
             impersonation,
         }
+    }
+
+    /// `*_metadata`'s `instanceId`: the same for the chain in this datadir (restarts
+    /// included) until a reset starts a new one.
+    fn instance_id(&self) -> Result<B256, RpcError> {
+        let store = self.dev.store();
+        let instance = match store.dev_instance().map_err(RpcError::internal)? {
+            Some(instance) => instance,
+            None => {
+                let instance = new_instance();
+                store
+                    .set_dev_instance(instance)
+                    .map_err(RpcError::internal)?;
+                instance
+            }
+        };
+        let genesis = store.spec().genesis_header.hash();
+        Ok(alloy::primitives::keccak256(
+            [genesis.as_slice(), &instance.to_be_bytes()].concat(),
+        ))
     }
 
     fn snapshots(&self) -> std::sync::MutexGuard<'_, Vec<Snapshot>> {
@@ -243,6 +280,10 @@ impl DevControls {
             .into());
         }
         self.snapshots().clear();
+        self.dev
+            .store()
+            .set_dev_instance(new_instance())
+            .map_err(internal)?;
         let dev = self.dev.clone();
         tokio::task::spawn_blocking(move || {
             let genesis = dev.store().spec().genesis_header.hash();
@@ -602,6 +643,30 @@ impl DevControlsApiServer for DevControls {
     fn anvil_set_coinbase(&self, address: Address) -> RpcResult<()> {
         self.dev.set_coinbase(address);
         Ok(())
+    }
+
+    fn metadata(&self) -> RpcResult<Value> {
+        let head = self.dev.store().head_header().map_err(internal)?;
+        let snapshots: serde_json::Map<String, Value> = self
+            .snapshots()
+            .iter()
+            .map(|s| {
+                (
+                    format!("{:#x}", s.id),
+                    serde_json::json!([s.number, s.hash]),
+                )
+            })
+            .collect();
+        let instance = self.instance_id()?;
+        Ok(serde_json::json!({
+            "clientVersion": simnode_eth::CLIENT_VERSION,
+            "chainId": self.dev.store().spec().chain_id,
+            "instanceId": instance,
+            "latestBlockNumber": head.number,
+            "latestBlockHash": head.hash(),
+            "forkedNetwork": null,
+            "snapshots": snapshots,
+        }))
     }
 
     fn hardhat_set_coinbase(&self, address: Address) -> RpcResult<bool> {

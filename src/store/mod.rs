@@ -83,6 +83,8 @@ pub(crate) const SIDE_BLOCKS: TableDefinition<Bytes, Bytes> = TableDefinition::n
 const META_HEAD: &str = "head";
 const META_SAFE: &str = "safe";
 const META_FINALIZED: &str = "finalized";
+/// A dev chain's instance number (`anvil_metadata`'s instance id), renewed by a reset.
+const META_DEV_INSTANCE: &str = "dev_instance";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -237,6 +239,20 @@ impl Store {
 
     pub fn head(&self) -> ChainHead {
         *self.head.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The dev chain's instance number, if one was set: it names the chain in this datadir from
+    /// one `anvil_reset` to the next, across restarts.
+    pub fn dev_instance(&self) -> Result<Option<u64>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let meta = tx.open_table(META)?;
+        Ok(meta.get(META_DEV_INSTANCE)?.map(|v| v.value()))
+    }
+
+    pub fn set_dev_instance(&self, instance: u64) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        tx.open_table(META)?.insert(META_DEV_INSTANCE, instance)?;
+        self.commit(tx)
     }
 
     fn reload_head(&self) -> Result<(), StoreError> {

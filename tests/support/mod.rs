@@ -330,6 +330,13 @@ impl Node {
         }
     }
 
+    /// Stops the node and hands its datadir back, to start another node on it.
+    pub fn stop(mut self) -> TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self._datadir, TempDir::new("stopped-node"))
+    }
+
     /// The node's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
