@@ -633,6 +633,37 @@ fn dev_clock_goes_on_from_a_timestamp_before_the_wall_clock() {
     assert!((next + 3600..next + 3720).contains(&mined), "{mined}");
 }
 
+/// anvil_setLoggingEnabled / hardhat_setLoggingEnabled: the node's log stops and starts again.
+#[test]
+fn dev_node_logging_turns_off_and_on() {
+    let node = Node::start(TempDir::new("dev-logging"), Path::new("dev"), &["--dev"]);
+    let mined = |node: &Node, number: u64| {
+        node.log()
+            .lines()
+            .any(|l| l.contains("mined block") && l.contains(&format!("number={number}")))
+    };
+    node.result("evm_mine", json!([]));
+    wait_for(&node, "the first block's log line", |n| {
+        mined(n, 1).then_some(Value::Null)
+    });
+    assert_eq!(
+        node.result("anvil_setLoggingEnabled", json!([false])),
+        Value::Null
+    );
+    node.result("evm_mine", json!([]));
+    assert_eq!(node.result("eth_blockNumber", json!([])), "0x2");
+    assert_eq!(
+        node.result("hardhat_setLoggingEnabled", json!([true])),
+        json!(true)
+    );
+    node.result("evm_mine", json!([]));
+    wait_for(&node, "the third block's log line", |n| {
+        mined(n, 3).then_some(Value::Null)
+    });
+    assert!(!mined(&node, 2), "block 2 was mined with logging off");
+    assert_invalid_params(&node, [("anvil_setLoggingEnabled", json!(["yes"]))]);
+}
+
 #[test]
 fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     use alloy::{

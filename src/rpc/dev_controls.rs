@@ -41,6 +41,8 @@
 //!   was set). `anvil_setTime timestamp`: the next block's timestamp, answering how far it is
 //!   ahead of the wall clock in seconds.
 //! - `anvil_reset` / `hardhat_reset`: the chain back to genesis (no forking).
+//! - `anvil_setLoggingEnabled` / `hardhat_setLoggingEnabled enabled`: the node's logs off, or
+//!   back on at the level they started with.
 //! - `anvil_metadata` / `hardhat_metadata`: the client, chain id, head, snapshots and an
 //!   instance id that a reset renews (a restart keeps it: the chain is still there), so tools
 //!   that key deployments by it (OpenZeppelin's upgrades plugin) see a reset chain as a new one.
@@ -112,6 +114,8 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("hardhat_setCoinbase", 1),
     ("anvil_metadata", 0),
     ("hardhat_metadata", 0),
+    ("anvil_setLoggingEnabled", 1),
+    ("hardhat_setLoggingEnabled", 1),
 ];
 
 #[rpc(server)]
@@ -195,6 +199,10 @@ pub trait DevControlsApi {
     fn hardhat_set_coinbase(&self, address: Address) -> RpcResult<bool>;
     #[method(name = "anvil_metadata", aliases = ["hardhat_metadata"])]
     fn metadata(&self) -> RpcResult<Value>;
+    #[method(name = "anvil_setLoggingEnabled")]
+    fn anvil_set_logging_enabled(&self, enabled: bool) -> RpcResult<()>;
+    #[method(name = "hardhat_setLoggingEnabled")]
+    fn hardhat_set_logging_enabled(&self, enabled: bool) -> RpcResult<bool>;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -667,6 +675,14 @@ impl DevControlsApiServer for DevControls {
             "forkedNetwork": null,
             "snapshots": snapshots,
         }))
+    }
+
+    fn anvil_set_logging_enabled(&self, enabled: bool) -> RpcResult<()> {
+        crate::rpc::logging::set_enabled(enabled).map_err(|e| RpcError::internal(e).into())
+    }
+
+    fn hardhat_set_logging_enabled(&self, enabled: bool) -> RpcResult<bool> {
+        self.anvil_set_logging_enabled(enabled).map(|()| true)
     }
 
     fn hardhat_set_coinbase(&self, address: Address) -> RpcResult<bool> {
