@@ -118,6 +118,7 @@ fn the_node_says_what_it_is() {
         "eth_sendUnsignedTransaction",
         "anvil_metadata",
         "hardhat_metadata",
+        "anvil_setLoggingEnabled",
     ] {
         assert_eq!(
             node.call(method, json!([]))["error"]["code"],
