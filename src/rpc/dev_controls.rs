@@ -288,15 +288,13 @@ impl DevControls {
             .into());
         }
         self.snapshots().clear();
-        self.dev
-            .store()
-            .set_dev_instance(new_instance())
-            .map_err(internal)?;
         let dev = self.dev.clone();
         tokio::task::spawn_blocking(move || {
             let genesis = dev.store().spec().genesis_header.hash();
             let reverted = dev.revert_to(0, genesis, DevClock::default())?;
             dev.pool().drop_all(None);
+            // A new chain from here on, for `*_metadata`.
+            dev.store().set_dev_instance(new_instance())?;
             Ok::<_, crate::exec::BlockError>(reverted)
         })
         .await
