@@ -249,6 +249,7 @@ impl Store {
         Ok(meta.get(META_DEV_INSTANCE)?.map(|v| v.value()))
     }
 
+    /// Names a new dev chain in this datadir (`anvil_reset`, or the first `anvil_metadata`).
     pub fn set_dev_instance(&self, instance: u64) -> Result<(), StoreError> {
         let tx = self.db.begin_write()?;
         tx.open_table(META)?.insert(META_DEV_INSTANCE, instance)?;

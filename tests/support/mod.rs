@@ -210,7 +210,7 @@ pub struct Node {
     pub api_key: String,
     jwt_secret: [u8; 32],
     log_path: PathBuf,
-    _datadir: TempDir,
+    datadir: TempDir,
     _scratch: TempDir,
 }
 
@@ -261,7 +261,7 @@ impl Node {
             api_key: TEST_API_KEY.to_owned(),
             jwt_secret,
             log_path,
-            _datadir: datadir,
+            datadir,
             _scratch: scratch,
         };
         node.wait_ready(Duration::from_secs(60));
@@ -334,7 +334,7 @@ impl Node {
     pub fn stop(mut self) -> TempDir {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        std::mem::replace(&mut self._datadir, TempDir::new("stopped-node"))
+        std::mem::replace(&mut self.datadir, TempDir::new("stopped-node"))
     }
 
     /// The node's process id.
