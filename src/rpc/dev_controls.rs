@@ -541,8 +541,7 @@ impl DevControlsApiServer for DevControls {
     }
 
     fn hardhat_impersonate(&self, address: Address) -> RpcResult<bool> {
-        self.impersonation.start(address);
-        Ok(true)
+        self.anvil_impersonate(address).map(|()| true)
     }
 
     fn anvil_stop_impersonating(&self, address: Address) -> RpcResult<()> {
@@ -551,8 +550,7 @@ impl DevControlsApiServer for DevControls {
     }
 
     fn hardhat_stop_impersonating(&self, address: Address) -> RpcResult<bool> {
-        self.impersonation.stop(address);
-        Ok(true)
+        self.anvil_stop_impersonating(address).map(|()| true)
     }
 
     fn auto_impersonate(&self, enabled: bool) -> RpcResult<()> {
@@ -684,8 +682,7 @@ impl DevControlsApiServer for DevControls {
     }
 
     fn hardhat_set_coinbase(&self, address: Address) -> RpcResult<bool> {
-        self.dev.set_coinbase(address);
-        Ok(true)
+        self.anvil_set_coinbase(address).map(|()| true)
     }
 }
 
