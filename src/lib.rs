@@ -9,6 +9,7 @@ pub mod chain;
 pub mod cli;
 pub mod exec;
 pub mod node;
+pub mod pending;
 pub mod pool;
 pub mod rpc;
 pub mod store;

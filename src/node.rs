@@ -14,6 +14,7 @@ use anyhow::Context;
 use crate::{
     chain::{self, NodeChain},
     cli::{ChainArgs, NodeArgs},
+    pending::{NextBlockRules, NodeView, PendingBlocks},
     pool::Pool,
     rpc::{self, RpcConfig},
     store::Store,
@@ -106,9 +107,21 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         tx_sync_timeout: Duration::from_millis(args.rpc.tx_sync_timeout_ms),
         tx_sync_max_timeout: Duration::from_millis(args.rpc.tx_sync_max_timeout_ms),
     };
+    let dev_chain = args.dev.then(|| {
+        let mode = match args.dev_block_time {
+            Some(seconds) => dev::MiningMode::Interval(Duration::from_secs(seconds)),
+            None => dev::MiningMode::Auto,
+        };
+        Arc::new(dev::DevChain::new(store.clone(), pool.clone(), mode))
+    });
+    let next_block = match &dev_chain {
+        Some(dev_chain) => NextBlockRules::Dev(dev_chain.clone()),
+        None => NextBlockRules::Synced,
+    };
+    let pending = PendingBlocks::new(store.clone(), pool.clone(), next_block);
     let ctx = ModuleContext {
         spec: spec.clone(),
-        chain: store.clone(),
+        chain: Arc::new(NodeView::new(store.clone(), pending)),
         pool: pool.clone(),
         limits: Arc::new(limits),
     };
@@ -140,13 +153,6 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     methods
         .merge(accounts)
         .context("registering the accounts methods")?;
-    let dev_chain = args.dev.then(|| {
-        let mode = match args.dev_block_time {
-            Some(seconds) => dev::MiningMode::Interval(Duration::from_secs(seconds)),
-            None => dev::MiningMode::Auto,
-        };
-        Arc::new(dev::DevChain::new(store.clone(), pool.clone(), mode))
-    });
     if let Some(dev_chain) = &dev_chain {
         methods
             .merge(rpc::dev_controls::rpc_module(

@@ -28,6 +28,9 @@ struct Inner {
     arrival: BTreeMap<u64, B256>,
     seq: u64,
     seq_of: HashMap<B256, u64>,
+    /// Moves on every insert and removal, so that what was built from the pool can tell it is
+    /// out of date.
+    revision: u64,
 }
 
 #[derive(Default)]
@@ -52,6 +55,11 @@ impl Pool {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// A number that changes whenever the pool's transactions do.
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -110,6 +118,7 @@ impl Inner {
         let Some(tx) = self.by_hash.remove(hash) else {
             return false;
         };
+        self.revision += 1;
         if let Some(m) = self.by_sender.get_mut(&tx.signer()) {
             m.remove(&tx.nonce());
             if m.is_empty() {
@@ -156,6 +165,7 @@ impl TxPool for Pool {
                 return Err(RpcError::Server("txpool is full".into()));
             }
             inner.seq += 1;
+            inner.revision += 1;
             let seq = inner.seq;
             inner.arrival.insert(seq, hash);
             inner.seq_of.insert(hash, seq);

@@ -1474,3 +1474,95 @@ fn dev_node_gas_limit_and_timestamp_interval() {
         ],
     );
 }
+
+/// With automine off, `pending` names the block the miner would build from the pool now: reads
+/// at `pending` see the waiting transactions, the block comes without the fields geth leaves
+/// out of a pending one, and once mined (at the timestamp set for it) it is that very block.
+#[test]
+fn pending_tag_reads_the_block_the_pool_would_make() {
+    let node = Node::start(TempDir::new("dev-pending"), Path::new("dev"), &["--dev"]);
+    let to = address!("0000000000000000000000000000000000003333");
+    node.result("evm_setAutomine", json!([false]));
+    let head = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    // A set timestamp makes the pending block and the block mined later the same block.
+    let at = quantity(&head["timestamp"]) + 100;
+    node.result("evm_setNextBlockTimestamp", json!([at]));
+
+    let empty = node.result("eth_getBlockByNumber", json!(["pending", false]));
+    assert_eq!(
+        quantity(&empty["number"]),
+        quantity(&head["number"]) + 1,
+        "{empty}"
+    );
+    assert_eq!(empty["parentHash"], head["hash"]);
+    assert_eq!(quantity(&empty["timestamp"]), at);
+    assert_eq!(empty["transactions"], json!([]));
+    for field in ["hash", "nonce", "miner"] {
+        assert_eq!(empty[field], Value::Null, "{field}");
+    }
+
+    let sent: Vec<Value> = (0..2)
+        .map(|_| {
+            node.result(
+                "eth_sendTransaction",
+                json!([{"from": ADDR0, "to": to, "value": "0x5"}]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        node.result("eth_getBalance", json!([to, "latest"])),
+        json!("0x0")
+    );
+    assert_eq!(
+        node.result("eth_getBalance", json!([to, "pending"])),
+        json!("0xa")
+    );
+    assert_eq!(
+        node.result("eth_getTransactionCount", json!([ADDR0, "pending"])),
+        json!("0x2")
+    );
+    let pending = node.result("eth_getBlockByNumber", json!(["pending", false]));
+    assert_eq!(pending["transactions"], json!(sent));
+    assert_eq!(
+        node.result("eth_getBlockTransactionCountByNumber", json!(["pending"])),
+        json!("0x2")
+    );
+    let receipts = node.result("eth_getBlockReceipts", json!(["pending"]));
+    assert_eq!(receipts.as_array().map(Vec::len), Some(2), "{receipts}");
+    // A simulation at `pending` starts from the state after the waiting transactions.
+    let payload =
+        json!({"blockStateCalls": [{"calls": [{"from": ADDR0, "to": to, "value": "0x1"}]}]});
+    let on_pending = node.result("eth_simulateV1", json!([payload, "pending"]));
+    assert_eq!(on_pending[0]["parentHash"], receipts[0]["blockHash"]);
+    // No number names the pending block, and what needs its tries is refused.
+    assert_eq!(
+        node.result("eth_getBlockByNumber", json!([pending["number"], false])),
+        Value::Null
+    );
+    let proof = node.call("eth_getProof", json!([to, [], "pending"]));
+    assert_eq!(proof["error"]["code"], -32000, "{proof}");
+
+    node.result("evm_mine", json!([]));
+    let mined = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    let fields = pending.as_object().expect("a block").keys();
+    for field in fields.filter(|f| !["hash", "nonce", "miner"].contains(&f.as_str())) {
+        assert_eq!(pending[field], mined[field], "{field}");
+    }
+    // Receipts name their block by hash: the mined block is the one that was pending.
+    assert_eq!(
+        node.result("eth_getBlockReceipts", json!(["latest"])),
+        receipts
+    );
+    assert_eq!(
+        node.result("eth_simulateV1", json!([payload, "latest"])),
+        on_pending
+    );
+    assert_eq!(
+        node.result("eth_getBalance", json!([to, "latest"])),
+        json!("0xa")
+    );
+
+    let next = node.result("eth_getBlockByNumber", json!(["pending", false]));
+    assert_eq!(next["parentHash"], mined["hash"]);
+    assert_eq!(next["transactions"], json!([]));
+}

@@ -98,11 +98,24 @@ fn assemble_block(
     edit: Option<(Address, StateEdit)>,
 ) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
     let parent = store.head_header()?;
+    let mut header = laid_out_header(store, &parent, &settings);
+    if edit.is_some() {
+        header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
+    } else {
+        mark_impersonation(&mut header, candidates);
+    }
+    let withdrawals = header.withdrawals_root.map(|_| Vec::new());
+    assemble_with(store, &parent, header, withdrawals, candidates, true, edit)
+}
+
+/// The header of the next block on `parent` as `settings` lay it out: the fields known before
+/// execution, without the markers that depend on what the block carries.
+fn laid_out_header(store: &Store, parent: &Header, settings: &BlockSettings) -> Header {
     let timestamp = settings
         .clock
         .next_timestamp(parent.timestamp)
         .max(parent.timestamp.saturating_add(1));
-    let mut header = next_header(store, &parent, timestamp);
+    let mut header = next_header(store, parent, timestamp);
     header.beneficiary = settings.coinbase;
     if let Some(gas_limit) = settings.gas_limit {
         header.gas_limit = gas_limit;
@@ -110,16 +123,16 @@ fn assemble_block(
     if let (Some(_), Some(fee)) = (header.base_fee_per_gas, settings.base_fee) {
         header.base_fee_per_gas = Some(fee);
     }
-    if edit.is_some() {
-        header.extra_data = alloy::primitives::Bytes::from_static(STATE_EDIT_EXTRA_DATA);
-    } else if candidates.iter().any(impersonation::is_impersonated) {
-        // The marker turns EIP-3607 off for this block, here and in every replay of it. It goes
-        // on when any candidate is impersonated, included or not: what is included depends on
-        // the rules the block runs by.
+    header
+}
+
+/// Marks `header` when any of `candidates` is impersonated. The marker turns EIP-3607 off for
+/// the block, here and in every replay of it. It goes on when any candidate is impersonated,
+/// included or not: what is included depends on the rules the block runs by.
+pub fn mark_impersonation(header: &mut Header, candidates: &[Recovered<TxEnvelope>]) {
+    if candidates.iter().any(impersonation::is_impersonated) {
         header.extra_data = alloy::primitives::Bytes::from_static(IMPERSONATION_EXTRA_DATA);
     }
-    let withdrawals = header.withdrawals_root.map(|_| Vec::new());
-    assemble_with(store, &parent, header, withdrawals, candidates, true, edit)
 }
 
 /// Builds a block on the stored block `parent` from `header` (the fields known before
@@ -440,6 +453,12 @@ impl DevChain {
 
     pub fn clock(&self) -> DevClock {
         *lock(&self.clock)
+    }
+
+    /// The header of the block mined now on `parent`, as far as it is known before execution
+    /// (the `pending` block is built on it).
+    pub fn next_block_header(&self, parent: &Header) -> Header {
+        laid_out_header(&self.store, parent, &self.settings())
     }
 
     /// Moves the clock of later blocks `seconds` ahead of where it is, or of the head's

@@ -43,6 +43,31 @@ use simnode_api::{
     rpc_block, BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock,
 };
 
+/// A block or header answer: as the chain holds it, or the pending block's, which geth gives
+/// without the fields only sealing fixes (`hash`, `nonce`, `miner` are null).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(untagged)]
+pub enum MaybePending<T> {
+    Sealed(T),
+    Pending(Value),
+}
+
+impl<T: serde::Serialize> MaybePending<T> {
+    fn new(answer: T, asked: &BlockParam) -> RpcResult<Self> {
+        if *asked != BlockParam::Tag(simnode_api::block_id::BlockTag::Pending) {
+            return Ok(Self::Sealed(answer));
+        }
+        let mut value = serde_json::to_value(answer)
+            .map_err(|e| RpcError::Internal(format!("encoding the pending block: {e}")))?;
+        if let Some(fields) = value.as_object_mut() {
+            for field in ["hash", "nonce", "miner"] {
+                fields.insert(field.into(), Value::Null);
+            }
+        }
+        Ok(Self::Pending(value))
+    }
+}
+
 /// What `web3_clientVersion` answers.
 pub const CLIENT_VERSION: &str = concat!("simnode/v", env!("CARGO_PKG_VERSION"));
 
@@ -64,11 +89,12 @@ pub trait EthApi {
         &self,
         block: BlockParam,
         full: Option<bool>,
-    ) -> JsonRpcResult<Option<Block>>;
+    ) -> JsonRpcResult<Option<MaybePending<Block>>>;
     #[method(name = "eth_getBlockByHash")]
     fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>>;
     #[method(name = "eth_getHeaderByNumber")]
-    fn header_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<RpcHeader>>;
+    fn header_by_number(&self, block: BlockParam)
+        -> JsonRpcResult<Option<MaybePending<RpcHeader>>>;
     #[method(name = "eth_getHeaderByHash")]
     fn header_by_hash(&self, hash: B256) -> JsonRpcResult<Option<RpcHeader>>;
     /// EIP-7928 block access lists exist from Amsterdam on; the answer is null for an unknown block.
@@ -385,11 +411,15 @@ impl EthApiServer for Eth {
         &self,
         block: BlockParam,
         full: Option<bool>,
-    ) -> JsonRpcResult<Option<Block>> {
+    ) -> JsonRpcResult<Option<MaybePending<Block>>> {
         let number = self.resolve(&block)?;
-        Ok(self
-            .block_at(number)?
-            .map(|b| rpc_block::block(&b, full.unwrap_or(false))))
+        let Some(b) = self.block_at(number)? else {
+            return Ok(None);
+        };
+        Ok(Some(MaybePending::new(
+            rpc_block::block(&b, full.unwrap_or(false)),
+            &block,
+        )?))
     }
 
     fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>> {
@@ -400,8 +430,22 @@ impl EthApiServer for Eth {
     }
 
     // geth's header answer is the block's without the body: no size, transactions or uncles.
-    fn header_by_number(&self, block: BlockParam) -> JsonRpcResult<Option<RpcHeader>> {
+    fn header_by_number(
+        &self,
+        block: BlockParam,
+    ) -> JsonRpcResult<Option<MaybePending<RpcHeader>>> {
         let Some(number) = self.resolve(&block)? else {
+            return Ok(None);
+        };
+        let Some(header) = self.ctx.chain.header(number)? else {
+            return Ok(None);
+        };
+        let header = RpcHeader::from_consensus((*header).clone(), None, None);
+        Ok(Some(MaybePending::new(header, &block)?))
+    }
+
+    fn header_by_hash(&self, hash: B256) -> JsonRpcResult<Option<RpcHeader>> {
+        let Some(number) = self.ctx.chain.block_number(&hash)? else {
             return Ok(None);
         };
         Ok(self
@@ -409,13 +453,6 @@ impl EthApiServer for Eth {
             .chain
             .header(number)?
             .map(|h| RpcHeader::from_consensus((*h).clone(), None, None)))
-    }
-
-    fn header_by_hash(&self, hash: B256) -> JsonRpcResult<Option<RpcHeader>> {
-        let Some(number) = self.ctx.chain.block_number(&hash)? else {
-            return Ok(None);
-        };
-        self.header_by_number(BlockParam::Number(number))
     }
 
     fn block_access_list(&self, block: BlockParam) -> JsonRpcResult<Option<Value>> {
@@ -631,6 +668,9 @@ impl EthApiServer for Eth {
             block,
             Some(BlockParam::Tag(simnode_api::block_id::BlockTag::Pending))
         );
+        // The pending nonce is the pool's count on the latest state, as geth's: the same number
+        // the pending block gives, without building it for every transaction a wallet sends.
+        let block = if pending { None } else { block };
         let stored = self.state_value(block, |s| {
             Ok(s.basic_ref(address)?.map(|a| a.nonce).unwrap_or_default())
         })?;

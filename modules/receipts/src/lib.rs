@@ -242,7 +242,10 @@ impl Receipts {
             return self.serialize_block(&block);
         }
         let json = self.serialize_block(&block)?;
-        self.cache.insert(hash, json.clone());
+        // The pending block is rebuilt as the pool moves: it is not worth a place in the cache.
+        if *param != BlockParam::Tag(simnode_api::block_id::BlockTag::Pending) {
+            self.cache.insert(hash, json.clone());
+        }
         Ok(json)
     }
 
