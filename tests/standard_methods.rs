@@ -160,7 +160,7 @@ fn raw_transactions_by_block_and_index() {
                     assert_eq!(json!(alloy::primitives::keccak256(bytes)), *hash);
                     seen += 1;
                 }
-                None => assert_eq!(by_number, "0x", "block {number} index {i}"),
+                None => assert_eq!(by_number, Value::Null, "block {number} index {i}"),
             }
         }
     }
@@ -173,7 +173,11 @@ fn raw_transactions_by_block_and_index() {
         ),
         ("eth_getRawTransactionByBlockHashAndIndex", json!(unknown)),
     ] {
-        assert_eq!(node.result(method, json!([block, "0x0"])), "0x", "{method}");
+        assert_eq!(
+            node.result(method, json!([block, "0x0"])),
+            Value::Null,
+            "{method}"
+        );
     }
 }
 

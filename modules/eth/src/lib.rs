@@ -127,19 +127,21 @@ pub trait EthApi {
         sender: Address,
         nonce: simnode_api::count::Count,
     ) -> JsonRpcResult<Option<Transaction>>;
-    /// geth's: the transaction's EIP-2718 bytes, `0x` where the block or index has none.
+    /// The transaction's EIP-2718 bytes; null where the block or index has none, as the
+    /// execution-apis fixtures have it and reth, Nethermind and Besu answer (geth's value-typed
+    /// bytes come out as `0x` there).
     #[method(name = "eth_getRawTransactionByBlockHashAndIndex")]
     fn raw_transaction_by_block_hash_and_index(
         &self,
         hash: B256,
         index: U64,
-    ) -> JsonRpcResult<Bytes>;
+    ) -> JsonRpcResult<Option<Bytes>>;
     #[method(name = "eth_getRawTransactionByBlockNumberAndIndex")]
     fn raw_transaction_by_block_number_and_index(
         &self,
         block: BlockParam,
         index: U64,
-    ) -> JsonRpcResult<Bytes>;
+    ) -> JsonRpcResult<Option<Bytes>>;
     #[method(name = "eth_getTransactionReceipt")]
     fn transaction_receipt(&self, hash: B256) -> JsonRpcResult<Option<TransactionReceipt>>;
 
@@ -557,7 +559,7 @@ impl EthApiServer for Eth {
         &self,
         hash: B256,
         index: U64,
-    ) -> JsonRpcResult<Bytes> {
+    ) -> JsonRpcResult<Option<Bytes>> {
         let number = self.ctx.chain.block_number(&hash)?;
         Ok(raw_transaction_at(self.block_at(number)?, index))
     }
@@ -566,7 +568,7 @@ impl EthApiServer for Eth {
         &self,
         block: BlockParam,
         index: U64,
-    ) -> JsonRpcResult<Bytes> {
+    ) -> JsonRpcResult<Option<Bytes>> {
         let number = self.resolve(&block)?;
         Ok(raw_transaction_at(self.block_at(number)?, index))
     }
@@ -862,17 +864,12 @@ impl EthApiServer for Eth {
 }
 
 /// Transaction `index` of `block` as EIP-2718 bytes; empty where there is none (geth's answer).
-fn raw_transaction_at(block: Option<Arc<StoredBlock>>, index: U64) -> Bytes {
+fn raw_transaction_at(block: Option<Arc<StoredBlock>>, index: U64) -> Option<Bytes> {
     use alloy::eips::Encodable2718;
-    let index = usize::try_from(index.to::<u64>()).unwrap_or(usize::MAX);
-    block
-        .and_then(|b| {
-            b.body
-                .transactions
-                .get(index)
-                .map(|tx| tx.encoded_2718().into())
-        })
-        .unwrap_or_default()
+    let index = usize::try_from(index.to::<u64>()).ok()?;
+    let block = block?;
+    let tx = block.body.transactions.get(index)?;
+    Some(tx.encoded_2718().into())
 }
 
 /// The code of an account the state holds.
