@@ -544,6 +544,12 @@ describe('viem test actions on the dev node', () => {
       const dropped = await wallet.sendTransaction({ to, value: 4n })
       await testClient.dropTransaction({ hash: dropped })
       await testClient.setCoinbase({ address: coinbase })
+      // What waits shows at `pending`: the block the miner would build now, unsealed.
+      const pending = await client.getBlock({ blockTag: 'pending' })
+      assert.equal(pending.hash, null, mode)
+      assert.deepEqual(pending.transactions, [first, second], mode)
+      assert.equal(await client.getBalance({ address: to, blockTag: 'pending' }), 3n, mode)
+      assert.equal(await client.getBalance({ address: to }), 0n, mode)
       await testClient.mine({ blocks: 1 })
       const a = await client.getTransactionReceipt({ hash: first })
       const b = await client.getTransactionReceipt({ hash: second })
