@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 use support::{conformance_dir, execution_apis_genesis, simnode_bin, Node, TempDir};
 
 const HEAD_54: &str = support::EXECUTION_APIS_HEAD;
+/// Where the shared copy's legacy transaction (eth_sendRawTransaction) sends its 10 wei.
+const RECIPIENT: &str = "0xaa00000000000000000000000000000000000000";
 
 fn chain_blocks() -> Vec<Block<TxEnvelope>> {
     let data = std::fs::read(conformance_dir().join("chain.rlp")).expect("read chain.rlp");
@@ -846,5 +848,42 @@ fn engine_api_builds_a_payload_a_consensus_client_can_propose() {
         wei(&r) - wei(&before),
         1_000_000_000_000_000_000,
         "{r} {before}"
+    );
+}
+
+/// A synced node's `pending` tag names the block it would build on its head now from its pool:
+/// a transaction sent with eth_sendRawTransaction is in it, and its effect shows at `pending`
+/// and not at `latest`, until a payload carrying it becomes the head.
+#[test]
+fn a_synced_nodes_pending_block_holds_its_pool() {
+    let node = Node::execution_apis(&[]);
+    let path = conformance_dir().join("eth_sendRawTransaction/send-legacy-transaction.io");
+    let fixture = support::Fixture::load(&path).expect("the fixture");
+    let request: Value = serde_json::from_str(&fixture.exchanges[0].0).expect("a request");
+    let raw = request["params"][0].clone();
+    let empty = node.result("eth_getBlockByNumber", json!(["pending", false]));
+    assert_eq!(empty["parentHash"], HEAD_54, "{empty}");
+    assert_eq!(empty["number"], "0x37");
+    assert_eq!(empty["transactions"], json!([]));
+    let balance = |tag: &str| {
+        let r = node.result("eth_getBalance", json!([RECIPIENT, tag]));
+        u128::from_str_radix(r.as_str().expect("a quantity").trim_start_matches("0x"), 16)
+            .expect("hex")
+    };
+    let before = balance("latest");
+
+    let hash = node.result("eth_sendRawTransaction", json!([raw]));
+    let pending = node.result("eth_getBlockByNumber", json!(["pending", false]));
+    assert_eq!(pending["transactions"], json!([hash]), "{pending}");
+    assert_eq!(pending["hash"], Value::Null);
+    assert_eq!(balance("latest"), before);
+    assert_eq!(balance("pending"), before + 10);
+    let receipts = node.result("eth_getBlockReceipts", json!(["pending"]));
+    assert_eq!(receipts[0]["transactionHash"], hash, "{receipts}");
+    assert_eq!(receipts[0]["status"], "0x1");
+    // Not mined: the transaction is still the pool's.
+    assert_eq!(
+        node.result("eth_getTransactionReceipt", json!([hash])),
+        Value::Null
     );
 }
