@@ -56,9 +56,9 @@ struct Pending {
     block: Arc<StoredBlock>,
     receipts: Arc<Vec<ReceiptEnvelope>>,
     /// Against the state after its parent.
-    changes: Arc<StateChanges>,
+    changes: StateChanges,
     /// Code the block deployed, by hash.
-    codes: Arc<HashMap<B256, Bytecode>>,
+    codes: HashMap<B256, Bytecode>,
 }
 
 impl Pending {
@@ -128,8 +128,8 @@ impl PendingBlocks {
                 senders: block.senders,
             }),
             receipts: Arc::new(block.receipts),
-            changes: Arc::new(changes),
-            codes: Arc::new(codes),
+            changes,
+            codes,
         })
     }
 
