@@ -1566,3 +1566,32 @@ fn pending_tag_reads_the_block_the_pool_would_make() {
     assert_eq!(next["parentHash"], mined["hash"]);
     assert_eq!(next["transactions"], json!([]));
 }
+
+/// With automine off, eth_sendTransaction estimates gas on the pending block: a call to a
+/// contract whose creation still waits in the pool gets the gas its code needs, and both go in
+/// the next block.
+#[test]
+fn sent_transactions_are_estimated_on_the_pending_block() {
+    let node = Node::start(TempDir::new("dev-estimate"), Path::new("dev"), &["--dev"]);
+    node.result("evm_setAutomine", json!([false]));
+    // Runtime code 0x600160005500: slot 0 = 1 (a fresh SSTORE, 20000 gas past the call's 21000).
+    let init = "0x656001600055006000526006601af3";
+    let created = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "input": init}]),
+    );
+    let contract = ADDR0.create(0);
+    let called = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": contract}]),
+    );
+    node.result("evm_mine", json!([]));
+    for hash in [&created, &called] {
+        let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
+        assert_eq!(receipt["status"], "0x1", "{receipt}");
+    }
+    assert_eq!(
+        node.result("eth_getStorageAt", json!([contract, "0x0", "latest"])),
+        json!(format!("0x{:064x}", 1))
+    );
+}

@@ -236,7 +236,12 @@ impl Accounts {
             request.nonce = Some(nonce.saturating_to());
         }
         if request.gas.is_none() {
-            let gas: U64 = self.ask("eth_estimateGas", vec![json!(request)]).await?;
+            // On the pending block, where the pool's transactions have run: a call to a contract
+            // created by a transaction still waiting is estimated against its code (anvil and
+            // hardhat estimate there too).
+            let gas: U64 = self
+                .ask("eth_estimateGas", vec![json!(request), json!("pending")])
+                .await?;
             request.gas = Some(gas.saturating_to());
         }
         request
