@@ -348,6 +348,10 @@ impl ChainView for NodeView {
         ChainView::execution_witness(&*self.store, number)
     }
 
+    fn intermediate_roots(&self, block: &StoredBlock) -> RpcResult<Vec<B256>> {
+        ChainView::intermediate_roots(&*self.store, block)
+    }
+
     fn bad_blocks(&self) -> RpcResult<Vec<(B256, alloy::primitives::Bytes)>> {
         ChainView::bad_blocks(&*self.store)
     }

@@ -210,6 +210,27 @@ fn bad_block_is_rejected_by_number_and_earlier_blocks_stay() {
             .contains("parent"),
         "{r}"
     );
+    // debug_intermediateRoots runs it the same way: its roots are those of the good block 10
+    // on a node holding the whole chain (the bad header's state root plays no part in running).
+    let bad_roots = node.result(
+        "debug_intermediateRoots",
+        json!([bad[9].header.hash_slow()]),
+    );
+    assert_eq!(
+        bad_roots.as_array().map(Vec::len),
+        Some(blocks[9].body.transactions.len())
+    );
+    let whole = Node::execution_apis(&[]);
+    let good_roots = whole.result(
+        "debug_intermediateRoots",
+        json!([blocks[9].header.hash_slow()]),
+    );
+    assert_eq!(bad_roots, good_roots);
+    let r = node.call(
+        "debug_intermediateRoots",
+        json!([orphan.header.hash_slow()]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
     drop(node);
 
     // A wrong gas used is named too.

@@ -239,3 +239,52 @@ fn blocks_given_as_rlp_trace_as_the_stored_ones() {
         "{r}"
     );
 }
+
+/// geth's debug_intermediateRoots: one state root per transaction, and where nothing runs after
+/// the transactions (a proof-of-stake block without withdrawals or requests) the last is the
+/// block's own `stateRoot`, which geth recorded; genesis and unknown blocks are refused.
+#[test]
+fn intermediate_roots_end_at_the_blocks_state_root() {
+    let node =
+        Node::execution_apis(&["--rpc.rate-limit", "1000000", "--rpc.rate-burst", "1000000"]);
+    // sha256 of no requests: a Prague block that carries none.
+    const NO_REQUESTS: &str = "0xe3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    let (mut ending_at_state_root, mut roots_seen) = (0, 0);
+    for number in 1..=head_number(&node) {
+        let block = node.result(
+            "eth_getBlockByNumber",
+            json!([format!("{number:#x}"), false]),
+        );
+        let roots = node.result("debug_intermediateRoots", json!([block["hash"]]));
+        let roots = roots.as_array().expect("a list of roots");
+        let txs = block["transactions"].as_array().expect("hashes");
+        assert_eq!(roots.len(), txs.len(), "block {number}");
+        roots_seen += roots.len();
+        let nothing_after = block["difficulty"] == "0x0"
+            && block["withdrawals"].as_array().is_none_or(|w| w.is_empty())
+            && (block["requestsHash"].is_null() || block["requestsHash"] == NO_REQUESTS);
+        if nothing_after && !roots.is_empty() {
+            assert_eq!(roots.last(), Some(&block["stateRoot"]), "block {number}");
+            ending_at_state_root += 1;
+        }
+        // Each root differs from the one before: every transaction moves the sender's nonce.
+        for pair in roots.windows(2) {
+            assert_ne!(pair[0], pair[1], "block {number}");
+        }
+    }
+    assert!(roots_seen > 50, "only {roots_seen} roots");
+    assert!(
+        ending_at_state_root >= 5,
+        "only {ending_at_state_root} blocks end at their state root"
+    );
+    let genesis = node.result("eth_getBlockByNumber", json!(["0x0", false]));
+    for hash in [
+        genesis["hash"].clone(),
+        json!(format!("0x{}", "ab".repeat(32))),
+    ] {
+        let r = node.call("debug_intermediateRoots", json!([hash]));
+        assert_eq!(r["error"]["code"], -32000, "{hash}: {r}");
+    }
+    let r = node.call("debug_intermediateRoots", json!([]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}

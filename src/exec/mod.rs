@@ -282,6 +282,65 @@ pub fn run_block_on<D: StateReader>(
     txs: &[(&TxEnvelope, Address)],
     skip_invalid: bool,
 ) -> Result<BlockRun, BlockError> {
+    run_block_recording(
+        store,
+        parent_state,
+        parent,
+        header,
+        ommers,
+        withdrawals,
+        txs,
+        skip_invalid,
+        None,
+    )
+}
+
+/// The state root after each transaction of `block` (a stored block, or one the node refused),
+/// run on the state after `parent` once the pre-block system calls are done: geth's
+/// `debug_intermediateRoots`. A transaction that fails ends the list there, as in geth (only a
+/// refused block has one).
+pub fn intermediate_roots(
+    store: &Store,
+    parent: &Sealed<Header>,
+    block: &simnode_api::StoredBlock,
+) -> Result<Vec<B256>, BlockError> {
+    let txs: Vec<(&TxEnvelope, Address)> = block
+        .body
+        .transactions
+        .iter()
+        .zip(block.senders.iter().copied())
+        .collect();
+    let mut roots = Vec::with_capacity(txs.len());
+    let run = run_block_recording(
+        store,
+        store.state_after(parent.number)?,
+        parent,
+        &block.header,
+        &block.body.ommers,
+        block.body.withdrawals.as_ref().map(|w| w.as_slice()),
+        &txs,
+        false,
+        Some(&mut roots),
+    );
+    match run {
+        Ok(_) | Err(BlockError::Execution { .. }) => Ok(roots),
+        Err(err) => Err(err),
+    }
+}
+
+/// [`run_block_on`], recording in `every_root` the state root after each transaction.
+#[allow(clippy::too_many_arguments)]
+fn run_block_recording<D: StateReader>(
+    store: &Store,
+    parent_state: D,
+    parent: &Sealed<Header>,
+    header: &Header,
+    ommers: &[Header],
+    withdrawals: Option<&[alloy::eips::eip4895::Withdrawal]>,
+    txs: &[(&TxEnvelope, Address)],
+    skip_invalid: bool,
+    mut every_root: Option<&mut Vec<B256>>,
+) -> Result<BlockRun, BlockError> {
     let spec = store.spec().clone();
     let number = header.number;
     let state = State::builder()
@@ -302,7 +361,8 @@ pub fn run_block_on<D: StateReader>(
     let exec_err = |source| BlockError::Execution { number, source };
     executor.apply_pre_execution_changes().map_err(exec_err)?;
     // Before Byzantium a receipt carries the state root after its transaction.
-    let intermediate_roots = !spec.is_byzantium_active_at_block(number);
+    let receipt_roots = !spec.is_byzantium_active_at_block(number);
+    let intermediate_roots = receipt_roots || every_root.is_some();
     let mut included = Vec::with_capacity(txs.len());
     // Each transaction's root holds the changes of those before it: the carry keeps what the
     // earlier roots hashed (a lone transaction's root has none to share).
@@ -324,7 +384,12 @@ pub fn run_block_on<D: StateReader>(
                 }
                 None => store.state_root_on(parent.number, &changes)?,
             };
-            if let Some(ReceiptEnvelope::Legacy(r)) = executor.receipts.last_mut() {
+            if let Some(roots) = every_root.as_deref_mut() {
+                roots.push(root);
+            }
+            if let (true, Some(ReceiptEnvelope::Legacy(r))) =
+                (receipt_roots, executor.receipts.last_mut())
+            {
                 r.receipt.status = Eip658Value::PostState(root);
             }
         }

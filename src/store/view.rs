@@ -200,6 +200,20 @@ impl ChainView for Store {
         })
     }
 
+    fn intermediate_roots(&self, block: &StoredBlock) -> RpcResult<Vec<B256>> {
+        let parent = block
+            .number()
+            .checked_sub(1)
+            .and_then(|number| self.header_raw(number).transpose())
+            .transpose()?
+            .filter(|parent| parent.hash() == block.header.parent_hash)
+            .ok_or_else(|| {
+                RpcError::Server(format!("parent {} not found", block.header.parent_hash))
+            })?;
+        crate::exec::intermediate_roots(self, &parent, block)
+            .map_err(|err| RpcError::Internal(err.to_string()))
+    }
+
     fn bad_blocks(&self) -> RpcResult<Vec<(B256, alloy::primitives::Bytes)>> {
         Ok(Store::bad_blocks(self)?
             .into_iter()

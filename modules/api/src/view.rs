@@ -152,6 +152,16 @@ pub trait ChainView: Send + Sync {
         ))
     }
 
+    /// The state root after each transaction of `block`, run on the state of its parent (a
+    /// canonical block the caller has checked) after the pre-block system calls; a transaction
+    /// that fails ends the list (`debug_intermediateRoots`). Views without tries do not offer it.
+    fn intermediate_roots(&self, block: &StoredBlock) -> RpcResult<Vec<B256>> {
+        let _ = block;
+        Err(crate::RpcError::MethodNotAvailable(
+            "debug_intermediateRoots is not available on this chain view".into(),
+        ))
+    }
+
     /// Blocks that failed validation (import or Engine API), highest number first: each
     /// block's hash and RLP (`debug_getBadBlocks`). Views that never validate blocks have none.
     fn bad_blocks(&self) -> RpcResult<Vec<(B256, alloy::primitives::Bytes)>> {

@@ -17,6 +17,8 @@
 //!   state of its canonical parent ([`outside`]).
 //! - `debug_storageRangeAt`: a page of a contract's storage before a transaction of a block
 //!   ([`storage_range`]).
+//! - `debug_intermediateRoots`: the state root after each transaction of a stored or refused
+//!   block, from the node's executor (`ChainView::intermediate_roots`).
 //!
 //! Parameters are typed as strictly as geth types them ([`params`]): block numbers are
 //! 0x-prefixed hex or tags, hashes 0x-prefixed 32 bytes. The genesis block is not traceable
@@ -41,7 +43,7 @@ use std::{
 };
 
 use alloy::{
-    primitives::Bytes,
+    primitives::{Bytes, B256},
     rpc::types::{
         trace::geth::{
             GethDebugTracingCallOptions, GethDebugTracingOptions, GethTrace, TraceResult,
@@ -152,6 +154,15 @@ pub trait DebugApi {
     /// The last blocks that failed validation, highest number first.
     #[method(name = "getBadBlocks")]
     fn get_bad_blocks(&self) -> Result<Vec<bad_blocks::BadBlock>, RpcError>;
+
+    /// The state root after each transaction of a block named by hash (canonical, or one the
+    /// node refused), run again on its parent's state.
+    #[method(name = "intermediateRoots")]
+    async fn intermediate_roots(
+        &self,
+        hash: Option<Value>,
+        config: Option<Value>,
+    ) -> Result<Vec<B256>, RpcError>;
 
     /// The pre-state a stateless client needs to re-execute a block named by number, tag or
     /// hash: trie nodes, codes and ancestor headers.
@@ -483,6 +494,32 @@ impl DebugApiServer for Debug {
         .await
     }
 
+    async fn intermediate_roots(
+        &self,
+        hash: Option<Value>,
+        config: Option<Value>,
+    ) -> Result<Vec<B256>, RpcError> {
+        let hash = params::hash(&params::required(hash, "block hash")?)?;
+        // geth's trace config: only its timeout has a bearing on re-running a block here.
+        let opts = tracing_options(config)?;
+        self.traced(&opts, move |ctx, _| {
+            let refused = || -> RpcResult<bool> {
+                Ok(ctx.chain.bad_blocks()?.iter().any(|(bad, _)| *bad == hash))
+            };
+            let block = match ctx.chain.block_number(&hash)? {
+                Some(number) => ctx.chain.block(number)?.map(Arc::unwrap_or_clone),
+                None if refused()? => Some(outside::bad_block(ctx, hash)?),
+                None => None,
+            };
+            let block = block.ok_or_else(|| RpcError::Server(format!("block {hash} not found")))?;
+            if block.number() == 0 {
+                return Err(RpcError::Server("genesis is not traceable".into()));
+            }
+            ctx.chain.intermediate_roots(&block)
+        })
+        .await
+    }
+
     async fn execution_witness(&self, block: Option<Value>) -> Result<ExecutionWitness, RpcError> {
         let param = params::block_number_or_hash(&params::required(block, "block")?)?;
         // geth's answers: the pending block is not executed, genesis has no parent to start from.
@@ -530,6 +567,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("debug_traceCallMany", 3),
     ("debug_executionWitness", 1),
     ("debug_getBadBlocks", 0),
+    ("debug_intermediateRoots", 2),
 ];
 
 /// The methods of this module.
