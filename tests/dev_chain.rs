@@ -1527,13 +1527,21 @@ fn pending_tag_reads_the_block_the_pool_would_make() {
         node.result("eth_getBlockTransactionCountByNumber", json!(["pending"])),
         json!("0x2")
     );
-    let receipts = node.result("eth_getBlockReceipts", json!(["pending"]));
-    assert_eq!(receipts.as_array().map(Vec::len), Some(2), "{receipts}");
+    // Its transactions name it by the hash it will have once sealed as it is.
+    let full = node.result("eth_getBlockByNumber", json!(["pending", true]));
+    let pending_hash = full["transactions"][0]["blockHash"].clone();
+    assert!(pending_hash.is_string(), "{full}");
+    // Receipts are of mined transactions: there `pending` is `latest`, as the hosted provider
+    // documents it.
+    assert_eq!(
+        node.result("eth_getBlockReceipts", json!(["pending"])),
+        node.result("eth_getBlockReceipts", json!(["latest"]))
+    );
     // A simulation at `pending` starts from the state after the waiting transactions.
     let payload =
         json!({"blockStateCalls": [{"calls": [{"from": ADDR0, "to": to, "value": "0x1"}]}]});
     let on_pending = node.result("eth_simulateV1", json!([payload, "pending"]));
-    assert_eq!(on_pending[0]["parentHash"], receipts[0]["blockHash"]);
+    assert_eq!(on_pending[0]["parentHash"], pending_hash);
     // No number names the pending block, and what needs its tries is refused.
     assert_eq!(
         node.result("eth_getBlockByNumber", json!([pending["number"], false])),
@@ -1548,10 +1556,11 @@ fn pending_tag_reads_the_block_the_pool_would_make() {
     for field in fields.filter(|f| !["hash", "nonce", "miner"].contains(&f.as_str())) {
         assert_eq!(pending[field], mined[field], "{field}");
     }
-    // Receipts name their block by hash: the mined block is the one that was pending.
+    // The mined block is the one that was pending, hash and all.
+    assert_eq!(mined["hash"], pending_hash);
     assert_eq!(
-        node.result("eth_getBlockReceipts", json!(["latest"])),
-        receipts
+        node.result("eth_getBlockByNumber", json!(["latest", true]))["transactions"],
+        full["transactions"]
     );
     assert_eq!(
         node.result("eth_simulateV1", json!([payload, "latest"])),

@@ -899,9 +899,9 @@ fn a_synced_nodes_pending_block_holds_its_pool() {
     assert_eq!(pending["hash"], Value::Null);
     assert_eq!(balance("latest"), before);
     assert_eq!(balance("pending"), before + 10);
-    let receipts = node.result("eth_getBlockReceipts", json!(["pending"]));
-    assert_eq!(receipts[0]["transactionHash"], hash, "{receipts}");
-    assert_eq!(receipts[0]["status"], "0x1");
+    let full = node.result("eth_getBlockByNumber", json!(["pending", true]));
+    assert_eq!(full["transactions"][0]["hash"], hash, "{full}");
+    assert_eq!(full["transactions"][0]["blockNumber"], "0x37");
     // Not mined: the transaction is still the pool's.
     assert_eq!(
         node.result("eth_getTransactionReceipt", json!([hash])),

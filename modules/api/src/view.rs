@@ -181,7 +181,9 @@ pub trait ChainView: Send + Sync {
     }
 
     /// Resolves a block parameter to a canonical block number; `Ok(None)` when there is no
-    /// such block (a future number, an unknown hash). `pending` is served as `latest`. A
+    /// such block (a future number, an unknown hash). Here `pending` is served as `latest`;
+    /// the node's view names its pending block instead, one past the head, which only this tag
+    /// reaches. A
     /// `safe` or `finalized` tag not set yet is [`crate::RpcError::TagNotSet`]: geth answers
     /// it with an error for every method, where an unknown number is often `null`.
     fn resolve(&self, param: &BlockParam) -> RpcResult<Option<u64>> {

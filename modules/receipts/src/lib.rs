@@ -225,6 +225,12 @@ impl Receipts {
     /// no such block.
     pub fn block_receipts_json(&self, param: &BlockParam) -> RpcResult<SharedJson> {
         let chain = &self.ctx.chain;
+        // The hosted provider documents `pending` as `latest` here (where geth and the other
+        // methods name the pending block): receipts are of mined transactions.
+        let param = match param {
+            BlockParam::Tag(simnode_api::block_id::BlockTag::Pending) => &BlockParam::LATEST,
+            other => other,
+        };
         let Some(number) = chain.resolve(param)? else {
             return json("null");
         };
@@ -242,10 +248,7 @@ impl Receipts {
             return self.serialize_block(&block);
         }
         let json = self.serialize_block(&block)?;
-        // The pending block is rebuilt as the pool moves: it is not worth a place in the cache.
-        if *param != BlockParam::Tag(simnode_api::block_id::BlockTag::Pending) {
-            self.cache.insert(hash, json.clone());
-        }
+        self.cache.insert(hash, json.clone());
         Ok(json)
     }
 
