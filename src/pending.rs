@@ -22,7 +22,7 @@ use simnode_api::{
 use crate::{
     pool::Pool,
     store::{HistoricalState, Store},
-    sync::dev::{self, DevChain},
+    sync::{build, dev::DevChain},
 };
 
 /// How the node lays out its next block before executing it.
@@ -39,8 +39,8 @@ impl NextBlockRules {
         match self {
             Self::Dev(chain) => chain.next_block_header(parent),
             Self::Synced => {
-                let timestamp = dev::now().max(parent.timestamp.saturating_add(1));
-                dev::next_header(store, parent, timestamp)
+                let timestamp = build::now().max(parent.timestamp.saturating_add(1));
+                build::next_header(store, parent, timestamp)
             }
         }
     }
@@ -49,6 +49,9 @@ impl NextBlockRules {
 /// What a pending block is built from: the head it goes on, the pool's revision and the
 /// laid-out header. Equal inputs build equal blocks.
 type Inputs = (B256, u64, Header);
+
+/// A build's outcome: the block, or why it could not be built.
+type Built = Result<Arc<Pending>, String>;
 
 /// A built pending block with what reads of it need.
 struct Pending {
@@ -74,7 +77,7 @@ pub struct PendingBlocks {
     pool: Arc<Pool>,
     rules: NextBlockRules,
     /// Held while building, so that requests arriving together build once.
-    last: Mutex<Option<(Inputs, Result<Arc<Pending>, String>)>>,
+    last: Mutex<Option<(Inputs, Built)>>,
 }
 
 impl PendingBlocks {
@@ -87,12 +90,12 @@ impl PendingBlocks {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Inputs, Result<Arc<Pending>, String>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Inputs, Built)>> {
         self.last.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The pending block as of now, or why it could not be built.
-    fn current(&self) -> RpcResult<Result<Arc<Pending>, String>> {
+    fn current(&self) -> RpcResult<Built> {
         let parent = self.store.head_header()?;
         let layout = self.rules.header(&self.store, &parent);
         let inputs = (parent.hash(), self.pool.revision(), layout);
@@ -110,10 +113,10 @@ impl PendingBlocks {
 
     fn build(&self, parent: &Sealed<Header>, mut header: Header) -> Result<Pending, String> {
         let candidates = simnode_api::TxPool::pending(&*self.pool);
-        dev::mark_impersonation(&mut header, &candidates);
+        build::mark_impersonation(&mut header, &candidates);
         let withdrawals = header.withdrawals_root.map(|_| Vec::new());
         let (block, changes) =
-            dev::assemble_on(&self.store, parent, header, withdrawals, &candidates, true)
+            build::assemble_on(&self.store, parent, header, withdrawals, &candidates, true)
                 .map_err(|e| e.to_string())?;
         let codes = changes
             .values()

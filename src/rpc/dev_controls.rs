@@ -626,7 +626,7 @@ impl DevControlsApiServer for DevControls {
         self.dev
             .set_next_timestamp(timestamp)
             .map_err(RpcError::invalid_params)?;
-        Ok(timestamp.saturating_sub(crate::sync::dev::now()))
+        Ok(timestamp.saturating_sub(crate::sync::build::now()))
     }
 
     fn anvil_set_next_base_fee(&self, fee: Value) -> RpcResult<()> {

@@ -6,55 +6,23 @@
 
 use std::{
     sync::{Arc, Mutex},
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::Duration,
 };
 
 use alloy::{
-    consensus::{
-        constants::EMPTY_WITHDRAWALS, proofs::calculate_transaction_root, transaction::Recovered,
-        BlockBody, Header, Sealed, Transaction, TxEnvelope, EMPTY_OMMER_ROOT_HASH,
-    },
-    eips::{eip4844::DATA_GAS_PER_BLOB, eip4895::Withdrawal},
-    primitives::{keccak256, Address, Sealable, B256, U256},
+    consensus::{transaction::Recovered, Header, TxEnvelope},
+    primitives::{Address, B256, U256},
 };
-use alloy_hardforks::EthereumHardforks;
 use alloy_trie::EMPTY_ROOT_HASH;
 use revm::{bytecode::Bytecode, primitives::KECCAK_EMPTY, state::AccountInfo};
-use simnode_api::{
-    impersonation::{self, IMPERSONATION_EXTRA_DATA},
-    AccountChange, TxPool,
-};
+use simnode_api::{AccountChange, TxPool};
 
+use super::build::{self, mark_impersonation, next_header, now};
 use crate::{
-    exec::{self, BlockError},
+    exec::BlockError,
     pool::Pool,
     store::{HistoricalState, NewBlock, Store, StoreError},
 };
-
-/// The header fields of the next block that are known before execution.
-pub fn next_header(store: &Store, parent: &Header, timestamp: u64) -> Header {
-    let spec = store.spec();
-    let number = parent.number + 1;
-    let cancun = spec.is_cancun_active_at_timestamp(timestamp);
-    Header {
-        parent_hash: parent.hash_slow(),
-        ommers_hash: EMPTY_OMMER_ROOT_HASH,
-        beneficiary: Address::ZERO,
-        number,
-        gas_limit: parent.gas_limit,
-        timestamp,
-        // A deterministic stand-in for the beacon chain's randomness.
-        mix_hash: keccak256(number.to_be_bytes()),
-        base_fee_per_gas: spec.next_base_fee(parent),
-        withdrawals_root: spec
-            .is_shanghai_active_at_timestamp(timestamp)
-            .then_some(EMPTY_WITHDRAWALS),
-        excess_blob_gas: spec.next_excess_blob_gas(parent, timestamp),
-        blob_gas_used: cancun.then_some(0),
-        parent_beacon_block_root: cancun.then_some(B256::ZERO),
-        ..Default::default()
-    }
-}
 
 /// Builds a block on the head from `candidates` (in order; those that cannot be included are
 /// left out) and stores it. Returns the stored block.
@@ -105,7 +73,21 @@ fn assemble_block(
         mark_impersonation(&mut header, candidates);
     }
     let withdrawals = header.withdrawals_root.map(|_| Vec::new());
-    assemble_with(store, &parent, header, withdrawals, candidates, true, edit)
+    let parent_number = parent.number;
+    build::assemble(
+        store,
+        &parent,
+        header,
+        withdrawals,
+        candidates,
+        true,
+        |changes| match edit {
+            Some((address, edit)) => {
+                Ok(edit.apply(&store.state_after(parent_number)?, changes, address)?)
+            }
+            None => Ok(()),
+        },
+    )
 }
 
 /// The header of the next block on `parent` as `settings` lay it out: the fields known before
@@ -124,127 +106,6 @@ fn laid_out_header(store: &Store, parent: &Header, settings: &BlockSettings) -> 
         header.base_fee_per_gas = Some(fee);
     }
     header
-}
-
-/// Marks `header` when any of `candidates` is impersonated. The marker turns EIP-3607 off for
-/// the block, here and in every replay of it. It goes on when any candidate is impersonated,
-/// included or not: what is included depends on the rules the block runs by.
-pub fn mark_impersonation(header: &mut Header, candidates: &[Recovered<TxEnvelope>]) {
-    if candidates.iter().any(impersonation::is_impersonated) {
-        header.extra_data = alloy::primitives::Bytes::from_static(IMPERSONATION_EXTRA_DATA);
-    }
-}
-
-/// Builds a block on the stored block `parent` from `header` (the fields known before
-/// execution; the rest are filled in), `withdrawals` and `candidates` in order, without
-/// storing it. With `skip_invalid`, transactions that cannot be included are left out (as a
-/// miner does); without, the first one fails the build.
-pub fn assemble_on(
-    store: &Store,
-    parent: &Sealed<Header>,
-    header: Header,
-    withdrawals: Option<Vec<Withdrawal>>,
-    candidates: &[Recovered<TxEnvelope>],
-    skip_invalid: bool,
-) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
-    assemble_with(
-        store,
-        parent,
-        header,
-        withdrawals,
-        candidates,
-        skip_invalid,
-        None,
-    )
-}
-
-/// [`assemble_on`], with `edit` put on the block's changes before its state root.
-fn assemble_with(
-    store: &Store,
-    parent: &Sealed<Header>,
-    mut header: Header,
-    withdrawals: Option<Vec<Withdrawal>>,
-    candidates: &[Recovered<TxEnvelope>],
-    skip_invalid: bool,
-    edit: Option<(Address, StateEdit)>,
-) -> Result<(NewBlock, simnode_api::StateChanges), BlockError> {
-    let spec = store.spec().clone();
-    // Blob gas is limited per block; the executor does not enforce it, the builder must.
-    let max_blob_gas = spec
-        .blob_params_at(header.timestamp)
-        .map_or(0, |p| p.max_blob_gas_per_block());
-    let mut blob_gas = 0u64;
-    let mut txs: Vec<(&TxEnvelope, Address)> = Vec::with_capacity(candidates.len());
-    for (index, tx) in candidates.iter().enumerate() {
-        let needed = tx
-            .blob_versioned_hashes()
-            .map_or(0, |h| h.len() as u64 * DATA_GAS_PER_BLOB);
-        if needed > 0 && blob_gas + needed > max_blob_gas {
-            if skip_invalid {
-                continue;
-            }
-            return Err(BlockError::InvalidHeader {
-                number: header.number,
-                reason: format!(
-                    "transaction {index}: blob gas {} over the block's limit {max_blob_gas}",
-                    blob_gas + needed
-                ),
-            });
-        }
-        blob_gas += needed;
-        txs.push((tx.inner(), tx.signer()));
-    }
-    let mut run = exec::run_block(
-        store,
-        parent,
-        &header,
-        &[],
-        withdrawals.as_deref(),
-        &txs,
-        skip_invalid,
-    )?;
-    if let Some((address, edit)) = edit {
-        edit.apply(
-            &store.state_after(parent.number)?,
-            &mut run.changes,
-            address,
-        )?;
-    }
-
-    let transactions: Vec<TxEnvelope> = run.included.iter().map(|&i| txs[i].0.clone()).collect();
-    let senders: Vec<Address> = run.included.iter().map(|&i| txs[i].1).collect();
-    header.transactions_root = calculate_transaction_root(&transactions);
-    header.receipts_root = exec::receipts_root(&run.receipts);
-    header.logs_bloom = exec::logs_bloom(&run.receipts);
-    header.gas_used = run.gas_used;
-    if header.blob_gas_used.is_some() {
-        header.blob_gas_used = Some(run.blob_gas_used);
-    }
-    header.withdrawals_root = withdrawals
-        .as_ref()
-        .map(|w| alloy::consensus::proofs::calculate_withdrawals_root(w));
-    header.requests_hash = run.requests_hash;
-    header.state_root = store.state_root_on(parent.number, &run.changes)?;
-    let block = NewBlock {
-        header: header.seal_slow(),
-        body: BlockBody {
-            transactions,
-            ommers: vec![],
-            withdrawals: withdrawals.map(Into::into),
-        },
-        senders,
-        receipts: run.receipts,
-        requests: run.requests,
-    };
-    Ok((block, run.changes))
-}
-
-/// The wall clock, in seconds.
-pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
 }
 
 /// The dev chain as its miner and its test controls (`evm_*`) share it: the clock later

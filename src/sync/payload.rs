@@ -19,7 +19,7 @@ use alloy::{
 use alloy_hardforks::EthereumHardforks;
 use serde_json::{json, Value};
 
-use super::dev::assemble_on;
+use super::build::assemble_on;
 use simnode_api::ChainSpec;
 
 use crate::{
