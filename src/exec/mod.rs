@@ -304,12 +304,7 @@ pub fn intermediate_roots(
     parent: &Sealed<Header>,
     block: &simnode_api::StoredBlock,
 ) -> Result<Vec<B256>, BlockError> {
-    let txs: Vec<(&TxEnvelope, Address)> = block
-        .body
-        .transactions
-        .iter()
-        .zip(block.senders.iter().copied())
-        .collect();
+    let txs = with_senders(block);
     let mut roots = Vec::with_capacity(txs.len());
     let run = run_block_recording(
         store,
@@ -326,6 +321,16 @@ pub fn intermediate_roots(
         Ok(_) | Err(BlockError::Execution { .. }) => Ok(roots),
         Err(err) => Err(err),
     }
+}
+
+/// A stored block's transactions with their senders, as [`run_block_on`] takes them.
+pub fn with_senders(block: &simnode_api::StoredBlock) -> Vec<(&TxEnvelope, Address)> {
+    block
+        .body
+        .transactions
+        .iter()
+        .zip(block.senders.iter().copied())
+        .collect()
 }
 
 /// [`run_block_on`], recording in `every_root` the state root after each transaction.

@@ -13,10 +13,7 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use alloy::{
-    consensus::TxEnvelope,
-    primitives::{Address, Bytes, B256, U256},
-};
+use alloy::primitives::{Address, Bytes, B256, U256};
 use revm::{bytecode::Bytecode, state::AccountInfo, DatabaseRef};
 use simnode_api::{ExecutionWitness, StateError, StateReader};
 
@@ -98,12 +95,7 @@ pub fn execution_witness(store: &Store, number: u64) -> Result<ExecutionWitness,
         inner: store.state_after(parent_number)?,
         reads: reads.clone(),
     };
-    let txs: Vec<(&TxEnvelope, Address)> = block
-        .body
-        .transactions
-        .iter()
-        .zip(block.senders.iter().copied())
-        .collect();
+    let txs = super::with_senders(&block);
     let run = run_block_on(
         store,
         recording,
