@@ -35,7 +35,7 @@ pub enum NextBlockRules {
 }
 
 impl NextBlockRules {
-    fn header(&self, store: &Store, parent: &Header) -> Header {
+    fn header(&self, store: &Store, parent: &Sealed<Header>) -> Header {
         match self {
             Self::Dev(chain) => chain.next_block_header(parent),
             Self::Synced => {
@@ -55,7 +55,6 @@ type Built = Result<Arc<Pending>, String>;
 
 /// A built pending block with what reads of it need.
 struct Pending {
-    parent: B256,
     block: Arc<StoredBlock>,
     receipts: Arc<Vec<ReceiptEnvelope>>,
     /// Against the state after its parent.
@@ -124,7 +123,6 @@ impl PendingBlocks {
             .filter_map(|info| Some((info.code_hash, info.code.clone()?)))
             .collect();
         Ok(Pending {
-            parent: parent.hash(),
             block: Arc::new(StoredBlock {
                 header: block.header,
                 body: block.body,
@@ -143,7 +141,7 @@ impl PendingBlocks {
             _ => return Ok(None),
         };
         let parent = ChainView::canonical_hash(&*self.store, number - 1)?;
-        Ok((parent == Some(last.parent)).then_some(last))
+        Ok((parent == Some(last.block.header.parent_hash)).then_some(last))
     }
 }
 

@@ -32,12 +32,12 @@ pub fn now() -> u64 {
 }
 
 /// The header fields of the next block that are known before execution.
-pub fn next_header(store: &Store, parent: &Header, timestamp: u64) -> Header {
+pub fn next_header(store: &Store, parent: &Sealed<Header>, timestamp: u64) -> Header {
     let spec = store.spec();
     let number = parent.number + 1;
     let cancun = spec.is_cancun_active_at_timestamp(timestamp);
     Header {
-        parent_hash: parent.hash_slow(),
+        parent_hash: parent.hash(),
         ommers_hash: EMPTY_OMMER_ROOT_HASH,
         beneficiary: Address::ZERO,
         number,

@@ -10,7 +10,7 @@ use std::{
 };
 
 use alloy::{
-    consensus::{transaction::Recovered, Header, TxEnvelope},
+    consensus::{transaction::Recovered, Header, Sealed, TxEnvelope},
     primitives::{Address, B256, U256},
 };
 use alloy_trie::EMPTY_ROOT_HASH;
@@ -92,7 +92,7 @@ fn assemble_block(
 
 /// The header of the next block on `parent` as `settings` lay it out: the fields known before
 /// execution, without the markers that depend on what the block carries.
-fn laid_out_header(store: &Store, parent: &Header, settings: &BlockSettings) -> Header {
+fn laid_out_header(store: &Store, parent: &Sealed<Header>, settings: &BlockSettings) -> Header {
     let timestamp = settings
         .clock
         .next_timestamp(parent.timestamp)
@@ -318,7 +318,7 @@ impl DevChain {
 
     /// The header of the block mined now on `parent`, as far as it is known before execution
     /// (the `pending` block is built on it).
-    pub fn next_block_header(&self, parent: &Header) -> Header {
+    pub fn next_block_header(&self, parent: &Sealed<Header>) -> Header {
         laid_out_header(&self.store, parent, &self.settings())
     }
 
