@@ -264,33 +264,6 @@ pub fn run_block(
         withdrawals,
         txs,
         skip_invalid,
-    )
-}
-
-/// [`run_block`] reading the parent's state through `parent_state` (which must be that state:
-/// the execution witness wraps it to see what the block reads). The parent may be any stored
-/// block, not only the head: the witness re-runs old blocks, and the pre-Byzantium intermediate
-/// roots are computed against whichever state `parent` names.
-#[allow(clippy::too_many_arguments)]
-pub fn run_block_on<D: StateReader>(
-    store: &Store,
-    parent_state: D,
-    parent: &Sealed<Header>,
-    header: &Header,
-    ommers: &[Header],
-    withdrawals: Option<&[alloy::eips::eip4895::Withdrawal]>,
-    txs: &[(&TxEnvelope, Address)],
-    skip_invalid: bool,
-) -> Result<BlockRun, BlockError> {
-    run_block_recording(
-        store,
-        parent_state,
-        parent,
-        header,
-        ommers,
-        withdrawals,
-        txs,
-        skip_invalid,
         None,
     )
 }
@@ -306,7 +279,7 @@ pub fn intermediate_roots(
 ) -> Result<Vec<B256>, BlockError> {
     let txs = with_senders(block);
     let mut roots = Vec::with_capacity(txs.len());
-    let run = run_block_recording(
+    let run = run_block_on(
         store,
         store.state_after(parent.number)?,
         parent,
@@ -333,9 +306,13 @@ pub fn with_senders(block: &simnode_api::StoredBlock) -> Vec<(&TxEnvelope, Addre
         .collect()
 }
 
-/// [`run_block_on`], recording in `every_root` the state root after each transaction.
+/// [`run_block`] reading the parent's state through `parent_state` (which must be that state:
+/// the execution witness wraps it to see what the block reads). The parent may be any stored
+/// block, not only the head: the witness re-runs old blocks, and the pre-Byzantium intermediate
+/// roots are computed against whichever state `parent` names. With `every_root`, the state
+/// root after each transaction is recorded there (`debug_intermediateRoots`).
 #[allow(clippy::too_many_arguments)]
-fn run_block_recording<D: StateReader>(
+pub fn run_block_on<D: StateReader>(
     store: &Store,
     parent_state: D,
     parent: &Sealed<Header>,

@@ -105,6 +105,7 @@ pub fn execution_witness(store: &Store, number: u64) -> Result<ExecutionWitness,
         block.body.withdrawals.as_ref().map(|w| w.as_slice()),
         &txs,
         false,
+        None,
     )?;
     let reads = std::mem::take(&mut *reads.lock().unwrap_or_else(PoisonError::into_inner));
     // Only a dev chain's edit blocks carry the marker, and only those can disagree with their
