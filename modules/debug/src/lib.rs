@@ -503,13 +503,9 @@ impl DebugApiServer for Debug {
         // geth's trace config: only its timeout has a bearing on re-running a block here.
         let opts = tracing_options(config)?;
         self.traced(&opts, move |ctx, _| {
-            let refused = || -> RpcResult<bool> {
-                Ok(ctx.chain.bad_blocks()?.iter().any(|(bad, _)| *bad == hash))
-            };
             let block = match ctx.chain.block_number(&hash)? {
                 Some(number) => ctx.chain.block(number)?.map(Arc::unwrap_or_clone),
-                None if refused()? => Some(outside::bad_block(ctx, hash)?),
-                None => None,
+                None => outside::refused(ctx, hash)?,
             };
             let block = block.ok_or_else(|| RpcError::Server(format!("block {hash} not found")))?;
             if block.number() == 0 {

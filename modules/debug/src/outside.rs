@@ -44,11 +44,18 @@ pub(crate) fn from_rlp(ctx: &ModuleContext, rlp: &[u8]) -> RpcResult<StoredBlock
 
 /// The refused block with hash `hash`, ready to run on its canonical parent.
 pub(crate) fn bad_block(ctx: &ModuleContext, hash: B256) -> RpcResult<StoredBlock> {
-    let (_, rlp) = ctx
+    refused(ctx, hash)?.ok_or_else(|| RpcError::Server(format!("bad block {hash} not found")))
+}
+
+/// [`bad_block`], with `None` when the node refused no block with that hash.
+pub(crate) fn refused(ctx: &ModuleContext, hash: B256) -> RpcResult<Option<StoredBlock>> {
+    let Some((_, rlp)) = ctx
         .chain
         .bad_blocks()?
         .into_iter()
         .find(|(bad, _)| *bad == hash)
-        .ok_or_else(|| RpcError::Server(format!("bad block {hash} not found")))?;
-    from_rlp(ctx, &rlp)
+    else {
+        return Ok(None);
+    };
+    from_rlp(ctx, &rlp).map(Some)
 }
