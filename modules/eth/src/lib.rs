@@ -672,14 +672,29 @@ impl EthApiServer for Eth {
         );
         // The pending nonce is the pool's count on the latest state, as geth's: the same number
         // the pending block gives, without building it for every transaction a wallet sends.
-        let block = if pending { None } else { block };
-        let stored = self.state_value(block, |s| {
-            Ok(s.basic_ref(address)?.map(|a| a.nonce).unwrap_or_default())
-        })?;
-        if pending {
-            return Ok(U64::from(self.ctx.pool.next_nonce(&address, stored)));
+        let nonce_at = |block| {
+            self.state_value(block, |s| {
+                Ok(s.basic_ref(address)?.map(|a| a.nonce).unwrap_or_default())
+            })
+        };
+        if !pending {
+            return Ok(U64::from(nonce_at(block)?));
         }
-        Ok(U64::from(stored))
+        // A miner stores its block before it drops the block's transactions from the pool, so a
+        // state read before the one and a pool read after the other would see neither: the
+        // state is read again until it held still across the pool read (a few blocks in a row
+        // at most; past that the last count is the answer).
+        let mut state_nonce = nonce_at(None)?;
+        let mut next = self.ctx.pool.next_nonce(&address, state_nonce);
+        for _ in 0..8 {
+            let now = nonce_at(None)?;
+            if now == state_nonce {
+                break;
+            }
+            state_nonce = now;
+            next = self.ctx.pool.next_nonce(&address, state_nonce);
+        }
+        Ok(U64::from(next))
     }
 
     async fn call(
