@@ -1,14 +1,16 @@
 //! The transaction pool: transactions accepted by `eth_sendRawTransaction` wait here until a
 //! block includes them (the dev miner builds from it; a synced node drops them when an
-//! imported block carries them).
+//! imported block carries them). A blob transaction sent with its sidecar keeps it here, for
+//! the payloads built for a proposer and for `engine_getBlobsV*`.
 
 use std::{
     collections::{BTreeMap, HashMap},
-    sync::Mutex,
+    sync::{Arc, Mutex},
 };
 
 use alloy::{
     consensus::{transaction::Recovered, Transaction, TxEnvelope},
+    eips::eip7594::BlobTransactionSidecarVariant,
     primitives::{Address, B256},
 };
 use simnode_api::{events::EventSender, PoolEvent, RpcError, RpcResult, TxPool};
@@ -16,6 +18,9 @@ use tokio::sync::Notify;
 
 /// Most transactions kept at once; beyond it new ones are refused rather than memory growing.
 const MAX_POOL_SIZE: usize = 10_000;
+/// Most blobs whose sidecars are kept at once (a blob is 128 KiB, so about 64 MiB); a blob
+/// transaction that would take the pool past it is refused.
+pub const MAX_POOL_BLOBS: usize = 512;
 /// A replacement must pay at least this much more (percent), as geth requires.
 const PRICE_BUMP_PERCENT: u128 = 10;
 
@@ -28,6 +33,10 @@ struct Inner {
     arrival: BTreeMap<u64, B256>,
     seq: u64,
     seq_of: HashMap<B256, u64>,
+    /// The sidecars of blob transactions that came with one, by transaction hash.
+    sidecars: HashMap<B256, Arc<BlobTransactionSidecarVariant>>,
+    /// How many blobs `sidecars` holds.
+    blobs: usize,
     /// Moves on every insert and removal, so that what was built from the pool can tell it is
     /// out of date.
     revision: u64,
@@ -64,6 +73,97 @@ impl Pool {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `tx`, and the sidecar it came with: refuses a transaction already here, a
+    /// replacement that does not pay [`PRICE_BUMP_PERCENT`] more, and one a full pool has no
+    /// room for (in transactions, or in blobs when it brings a sidecar).
+    fn add(
+        &self,
+        tx: Recovered<TxEnvelope>,
+        sidecar: Option<BlobTransactionSidecarVariant>,
+    ) -> RpcResult<B256> {
+        let hash = *tx.tx_hash();
+        {
+            let mut inner = self.lock();
+            if inner.by_hash.contains_key(&hash) {
+                return Err(RpcError::Server("already known".into()));
+            }
+            let sender = tx.signer();
+            let nonce = tx.nonce();
+            let replaced = inner
+                .by_sender
+                .get(&sender)
+                .and_then(|m| m.get(&nonce))
+                .copied();
+            if let Some(old_hash) = replaced {
+                let old = &inner.by_hash[&old_hash];
+                let min_fee = old.max_fee_per_gas() * (100 + PRICE_BUMP_PERCENT) / 100;
+                let min_tip = old.max_priority_fee_per_gas().unwrap_or_default()
+                    * (100 + PRICE_BUMP_PERCENT)
+                    / 100;
+                if tx.max_fee_per_gas() < min_fee
+                    || tx.max_priority_fee_per_gas().unwrap_or_default() < min_tip
+                {
+                    return Err(RpcError::Server(
+                        "replacement transaction underpriced".into(),
+                    ));
+                }
+            } else if inner.by_hash.len() >= MAX_POOL_SIZE {
+                return Err(RpcError::Server("txpool is full".into()));
+            }
+            let blobs = sidecar.as_ref().map_or(0, |s| s.blobs().len());
+            let freed = replaced
+                .and_then(|old| inner.sidecars.get(&old))
+                .map_or(0, |s| s.blobs().len());
+            if blobs > 0 && inner.blobs - freed + blobs > MAX_POOL_BLOBS {
+                return Err(RpcError::Server(format!(
+                    "txpool is full: it keeps the sidecars of {MAX_POOL_BLOBS} blobs at most"
+                )));
+            }
+            if let Some(old_hash) = replaced {
+                inner.remove(&old_hash);
+            }
+            inner.seq += 1;
+            inner.revision += 1;
+            let seq = inner.seq;
+            inner.arrival.insert(seq, hash);
+            inner.seq_of.insert(hash, seq);
+            inner
+                .by_sender
+                .entry(sender)
+                .or_default()
+                .insert(nonce, hash);
+            if self.events.has_subscribers() {
+                self.events.send(Arc::new(tx.clone()));
+            }
+            inner.by_hash.insert(hash, tx);
+            if let Some(sidecar) = sidecar {
+                inner.blobs += blobs;
+                inner.sidecars.insert(hash, Arc::new(sidecar));
+            }
+        }
+        self.added.notify_one();
+        Ok(hash)
+    }
+
+    /// The sidecar blob transaction `hash` came with, if it is waiting and came with one.
+    pub fn sidecar(&self, hash: &B256) -> Option<Arc<BlobTransactionSidecarVariant>> {
+        self.lock().sidecars.get(hash).cloned()
+    }
+
+    /// The sidecar holding the blob with versioned hash `versioned`, and the blob's index in
+    /// it, from any waiting transaction that came with one.
+    pub fn blob(&self, versioned: &B256) -> Option<(Arc<BlobTransactionSidecarVariant>, usize)> {
+        let inner = self.lock();
+        // At most MAX_POOL_BLOBS hashes to look through: no index to keep in step.
+        inner.sidecars.iter().find_map(|(hash, sidecar)| {
+            let index = inner.by_hash[hash]
+                .blob_versioned_hashes()?
+                .iter()
+                .position(|h| h == versioned)?;
+            Some((sidecar.clone(), index))
+        })
     }
 
     /// Drops the transaction `hash` (a dev node's `anvil_dropTransaction`); whether it was
@@ -128,59 +228,24 @@ impl Inner {
         if let Some(seq) = self.seq_of.remove(hash) {
             self.arrival.remove(&seq);
         }
+        if let Some(sidecar) = self.sidecars.remove(hash) {
+            self.blobs -= sidecar.blobs().len();
+        }
         true
     }
 }
 
 impl TxPool for Pool {
     fn insert(&self, tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
-        let hash = *tx.tx_hash();
-        {
-            let mut inner = self.lock();
-            if inner.by_hash.contains_key(&hash) {
-                return Err(RpcError::Server("already known".into()));
-            }
-            let sender = tx.signer();
-            let nonce = tx.nonce();
-            let existing = inner
-                .by_sender
-                .get(&sender)
-                .and_then(|m| m.get(&nonce))
-                .copied();
-            if let Some(old_hash) = existing {
-                let old = &inner.by_hash[&old_hash];
-                let min_fee = old.max_fee_per_gas() * (100 + PRICE_BUMP_PERCENT) / 100;
-                let min_tip = old.max_priority_fee_per_gas().unwrap_or_default()
-                    * (100 + PRICE_BUMP_PERCENT)
-                    / 100;
-                if tx.max_fee_per_gas() < min_fee
-                    || tx.max_priority_fee_per_gas().unwrap_or_default() < min_tip
-                {
-                    return Err(RpcError::Server(
-                        "replacement transaction underpriced".into(),
-                    ));
-                }
-                inner.remove(&old_hash);
-            } else if inner.by_hash.len() >= MAX_POOL_SIZE {
-                return Err(RpcError::Server("txpool is full".into()));
-            }
-            inner.seq += 1;
-            inner.revision += 1;
-            let seq = inner.seq;
-            inner.arrival.insert(seq, hash);
-            inner.seq_of.insert(hash, seq);
-            inner
-                .by_sender
-                .entry(sender)
-                .or_default()
-                .insert(nonce, hash);
-            if self.events.has_subscribers() {
-                self.events.send(std::sync::Arc::new(tx.clone()));
-            }
-            inner.by_hash.insert(hash, tx);
-        }
-        self.added.notify_one();
-        Ok(hash)
+        self.add(tx, None)
+    }
+
+    fn insert_with_sidecar(
+        &self,
+        tx: Recovered<TxEnvelope>,
+        sidecar: BlobTransactionSidecarVariant,
+    ) -> RpcResult<B256> {
+        self.add(tx, Some(sidecar))
     }
 
     /// Per sender in nonce order; senders in the order their first transaction arrived.

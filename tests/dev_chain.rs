@@ -589,10 +589,6 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
     assert_eq!(node.result("evm_revert", json!(["0x99"])), json!(false));
 }
 
-/// A blob transaction sent in its network form (with blobs, commitments and cell proofs) is
-/// mined as the transaction alone: its raw bytes hash to its hash, as any client computes the
-/// block's transactions root over them. A sidecar that does not belong to the transaction is
-/// refused.
 /// A timestamp set earlier than the wall clock (a fresh chain's genesis is at 0) is where the
 /// clock goes on from, as on anvil and hardhat: the blocks after it do not jump to the wall
 /// clock, `evm_increaseTime` counts from it, and its answer is the negative offset.
@@ -664,54 +660,18 @@ fn dev_node_logging_turns_off_and_on() {
     assert_invalid_params(&node, [("anvil_setLoggingEnabled", json!(["yes"]))]);
 }
 
+/// A blob transaction sent in its network form (with blobs, commitments and cell proofs) is
+/// mined as the transaction alone: its raw bytes hash to its hash, as any client computes the
+/// block's transactions root over them. A sidecar that does not belong to the transaction is
+/// refused.
 #[test]
 fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
-    use alloy::{
-        consensus::{
-            SignableTransaction, TxEip4844, TxEip4844Variant, TxEip4844WithSidecar, TxEnvelope,
-        },
-        eips::{
-            eip4844::{kzg_to_versioned_hash, Blob},
-            eip7594::{
-                BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB,
-            },
-            Encodable2718,
-        },
-        primitives::{keccak256, FixedBytes, B256},
-    };
+    use alloy::{eips::eip7594::CELLS_PER_EXT_BLOB, primitives::keccak256};
     let node = Node::start(TempDir::new("dev-blob"), Path::new("dev"), &["--dev"]);
-    // The all-zero blob: its commitment and every cell proof are the point at infinity
-    // (compressed 0xc0 then zeros), a valid sidecar without a KZG library.
-    let mut point = [0u8; 48];
-    point[0] = 0xc0;
-    let infinity = FixedBytes::<48>::from(point);
-    let network_form = |nonce: u64, versioned: B256, proofs: usize| {
-        let tx = TxEip4844 {
-            chain_id: 1337,
-            nonce,
-            gas_limit: 21_000,
-            max_fee_per_gas: 10_000_000_000,
-            max_priority_fee_per_gas: 1_000_000_000,
-            to: address!("000000000000000000000000000000000000b10b"),
-            value: U256::from(1u64),
-            blob_versioned_hashes: vec![versioned],
-            max_fee_per_blob_gas: 10_000_000_000,
-            ..Default::default()
-        };
-        let sidecar = BlobTransactionSidecarEip7594 {
-            blobs: vec![Blob::ZERO],
-            commitments: vec![infinity],
-            cell_proofs: vec![infinity; proofs],
-        };
-        let variant = TxEip4844Variant::TxEip4844WithSidecar(TxEip4844WithSidecar {
-            tx,
-            sidecar: BlobTransactionSidecarVariant::Eip7594(sidecar),
-        });
-        let sig = support::dev_key_signature(variant.signature_hash());
-        let envelope = TxEnvelope::Eip4844(variant.into_signed(sig));
-        format!("0x{}", alloy::hex::encode(envelope.encoded_2718()))
+    let network_form = |nonce, versioned, proofs| {
+        support::dev_blob_tx(nonce, versioned, support::BlobForm::CellProofs(proofs))
     };
-    let versioned = kzg_to_versioned_hash(infinity.as_slice());
+    let versioned = support::zero_blob_versioned_hash();
 
     let raw = network_form(0, versioned, CELLS_PER_EXT_BLOB);
     assert!(raw.len() > 2 * 131_072, "the sidecar travels with it");
@@ -737,6 +697,11 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     other.0[31] ^= 1;
     refused(network_form(1, other, CELLS_PER_EXT_BLOB), "mismatches");
     refused(network_form(1, versioned, 1), "proofs");
+    // The dev chain is Osaka: a sidecar with a proof per blob could not be published.
+    refused(
+        support::dev_blob_tx(1, versioned, support::BlobForm::BlobProof),
+        "after Osaka",
+    );
 }
 
 /// EIP-7966, as geth serves it: eth_sendRawTransactionSync answers with the receipt of the block

@@ -908,3 +908,118 @@ fn a_synced_nodes_pending_block_holds_its_pool() {
         Value::Null
     );
 }
+
+/// A proposer's payload carries the blob transactions whose sidecars the node holds, with
+/// their blobs bundle (`BlobsBundleV2` on an Osaka chain), and the block takes its place in the
+/// chain like any other. Before it is included, a consensus client can fetch the blob from the
+/// pool with `engine_getBlobsV2`; afterwards it is gone with its transaction. A blob
+/// transaction sent without its sidecar stays out of the payload (no blobs to publish).
+#[test]
+fn a_proposers_payload_carries_blob_transactions_and_their_bundle() {
+    use alloy::eips::eip7594::CELLS_PER_EXT_BLOB;
+    // The dev chain (Osaka from genesis, funded dev accounts), followed through the Engine API.
+    let node = Node::start(TempDir::new("blob-proposer"), Path::new("dev"), &[]);
+    let engine = |method: &str, params: Value| node.engine_call(method, params);
+    let versioned = support::zero_blob_versioned_hash();
+    let infinity = json!(support::infinity_point());
+    let zero_blob = json!(format!("0x{}", "00".repeat(131_072)));
+
+    let raw = support::dev_blob_tx(
+        0,
+        versioned,
+        support::BlobForm::CellProofs(CELLS_PER_EXT_BLOB),
+    );
+    let with_sidecar = node.result("eth_sendRawTransaction", json!([raw]));
+    let mut bare_versioned = versioned;
+    bare_versioned.0[31] ^= 1;
+    let bare = node.result(
+        "eth_sendRawTransaction",
+        json!([support::dev_blob_tx(
+            1,
+            bare_versioned,
+            support::BlobForm::Bare
+        )]),
+    );
+
+    let fetched = engine("engine_getBlobsV2", json!([[versioned]]));
+    assert_eq!(fetched["result"][0]["blob"], zero_blob);
+    assert_eq!(
+        fetched["result"][0]["proofs"],
+        json!(vec![infinity.clone(); CELLS_PER_EXT_BLOB])
+    );
+    // All or nothing: the bare transaction's blob is not held.
+    let r = engine("engine_getBlobsV2", json!([[versioned, bare_versioned]]));
+    assert_eq!(r["result"], Value::Null, "{r}");
+    let r = engine("engine_getBlobsV3", json!([[bare_versioned, versioned]]));
+    assert_eq!(r["result"][0], Value::Null, "{r}");
+    assert_eq!(r["result"][1]["blob"], zero_blob);
+    let r = engine("engine_getBlobsV1", json!([[versioned]]));
+    assert_eq!(r["error"]["code"], -38005, "V1 is before Osaka: {r}");
+
+    let head = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    let head_hash = head["hash"].clone();
+    let timestamp = u64::from_str_radix(
+        head["timestamp"]
+            .as_str()
+            .expect("a quantity")
+            .trim_start_matches("0x"),
+        16,
+    )
+    .expect("hex");
+    let beacon_root = format!("0x{}", "11".repeat(32));
+    let state = json!({"headBlockHash": head_hash, "safeBlockHash": head_hash, "finalizedBlockHash": head_hash});
+    let attributes = json!({
+        "timestamp": format!("{:#x}", timestamp + 12),
+        "prevRandao": format!("0x{}", "22".repeat(32)),
+        "suggestedFeeRecipient": "0x00000000000000000000000000000000000000fe",
+        "withdrawals": [],
+        "parentBeaconBlockRoot": beacon_root,
+    });
+    let r = engine("engine_forkchoiceUpdatedV3", json!([state, attributes]));
+    let id = r["result"]["payloadId"].clone();
+    assert!(id.is_string(), "{r}");
+    let r = engine("engine_getPayloadV5", json!([id]));
+    let envelope = &r["result"];
+    let payload = &envelope["executionPayload"];
+    let txs = payload["transactions"].as_array().expect("transactions");
+    assert_eq!(
+        txs.len(),
+        1,
+        "only the transaction with a sidecar: {payload}"
+    );
+    assert_eq!(payload["blobGasUsed"], "0x20000", "{payload}");
+    let bundle = &envelope["blobsBundle"];
+    assert_eq!(bundle["commitments"], json!([infinity]));
+    assert_eq!(bundle["blobs"], json!([zero_blob]));
+    assert_eq!(
+        bundle["proofs"],
+        json!(vec![infinity; CELLS_PER_EXT_BLOB]),
+        "a proof per cell"
+    );
+
+    let r = engine(
+        "engine_newPayloadV4",
+        json!([
+            payload,
+            [versioned],
+            beacon_root,
+            envelope["executionRequests"]
+        ]),
+    );
+    assert_eq!(r["result"]["status"], "VALID", "{r}");
+    let hash = payload["blockHash"].clone();
+    let r = engine(
+        "engine_forkchoiceUpdatedV3",
+        json!([{"headBlockHash": hash, "safeBlockHash": head_hash, "finalizedBlockHash": head_hash}, null]),
+    );
+    assert_eq!(r["result"]["payloadStatus"]["status"], "VALID", "{r}");
+    let receipt = node.result("eth_getTransactionReceipt", json!([with_sidecar]));
+    assert_eq!(receipt["blockHash"], hash, "{receipt}");
+    assert_eq!(receipt["status"], "0x1");
+
+    // Included: its blob left the pool with it. The bare transaction still waits.
+    let r = engine("engine_getBlobsV2", json!([[versioned]]));
+    assert_eq!(r["result"], Value::Null, "{r}");
+    let waiting = node.result("eth_getTransactionByHash", json!([bare]));
+    assert_eq!(waiting["blockHash"], Value::Null, "{waiting}");
+}

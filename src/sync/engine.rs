@@ -38,7 +38,7 @@ use jsonrpsee::{
 };
 
 use super::{
-    engine_reads,
+    engine_blobs, engine_reads,
     jwt::{JwtLayer, JwtSecret},
     payload_jobs::{self, PayloadJobs},
 };
@@ -62,6 +62,9 @@ const CAPABILITIES: &[&str] = &[
     "engine_getPayloadBodiesByHashV1",
     "engine_getPayloadBodiesByRangeV1",
     "engine_getClientVersionV1",
+    "engine_getBlobsV1",
+    "engine_getBlobsV2",
+    "engine_getBlobsV3",
 ];
 
 /// Deepest reorg (blocks unwound from the canonical chain) forkchoiceUpdated performs.
@@ -502,6 +505,17 @@ impl EngineApi {
                 let state: ForkchoiceState = seq.next()?;
                 let attributes: Option<PayloadAttributes> = seq.optional_next()?;
                 api.forkchoice_updated_with(state, attributes.map(|a| (version, a)))
+            })?;
+        }
+        for (version, name) in [
+            (1, "engine_getBlobsV1"),
+            (2, "engine_getBlobsV2"),
+            (3, "engine_getBlobsV3"),
+        ] {
+            m.register_blocking_method(name, move |params, api, _| {
+                let (hashes,): (Vec<B256>,) = params.parse()?;
+                let node = engine_blobs::NodeState::of(&api.store)?;
+                engine_blobs::blobs(&api.pool, version, node, &hashes)
             })?;
         }
         for (version, name) in [

@@ -4,6 +4,7 @@
 pub mod build;
 pub mod dev;
 pub mod engine;
+pub mod engine_blobs;
 pub mod engine_reads;
 pub mod import;
 pub mod jwt;

@@ -10,14 +10,16 @@ use alloy::{
     consensus::{
         transaction::Recovered, Header, Sealed, Transaction, TxEnvelope, EMPTY_OMMER_ROOT_HASH,
     },
-    eips::eip4895::Withdrawal,
+    eips::{eip4895::Withdrawal, eip7594::BlobTransactionSidecarVariant},
     primitives::{Bytes, B256, U256},
     rpc::types::engine::{
-        ExecutionPayloadV1, ExecutionPayloadV2, ExecutionPayloadV3, PayloadAttributes,
+        BlobsBundleV1, BlobsBundleV2, ExecutionPayloadV1, ExecutionPayloadV2, ExecutionPayloadV3,
+        PayloadAttributes,
     },
 };
 use alloy_hardforks::EthereumHardforks;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 use super::build::assemble_on;
 use simnode_api::ChainSpec;
@@ -84,6 +86,22 @@ pub struct BuiltPayload {
     /// The priority fees of its transactions (the Engine API's `blockValue`).
     pub value: U256,
     pub fork: PayloadFork,
+    /// The sidecars of its blob transactions, in block order (the blobs bundle a proposer
+    /// publishes); each of the fork's version: EIP-7594 cell proofs from Osaka on.
+    pub sidecars: Vec<Arc<BlobTransactionSidecarVariant>>,
+}
+
+impl PayloadFork {
+    /// Whether a blob transaction with `sidecar` can go into a payload of this fork: its
+    /// blobs bundle carries one proof per blob before Osaka and one per cell from it on.
+    pub fn takes_sidecar(self, sidecar: &BlobTransactionSidecarVariant) -> bool {
+        match sidecar {
+            BlobTransactionSidecarVariant::Eip4844(_) => {
+                matches!(self, Self::Cancun | Self::Prague)
+            }
+            BlobTransactionSidecarVariant::Eip7594(_) => self >= Self::Osaka,
+        }
+    }
 }
 
 /// Builds the block `attributes` ask for on `parent` from `candidates`, in order, without
@@ -134,6 +152,7 @@ pub fn build(
         block,
         value,
         fork: PayloadFork::at(&spec, timestamp),
+        sidecars: Vec::new(),
     })
 }
 
@@ -158,8 +177,8 @@ impl BuiltPayload {
     }
 
     /// The envelope of `engine_getPayloadV3` and later (and `testing_buildBlockV1`): the
-    /// `ExecutionPayloadV3`, its value, an empty blobs bundle (the builder takes no blob
-    /// transactions: their sidecars are not at hand) and, from Prague on, the requests.
+    /// `ExecutionPayloadV3`, its value, the blobs bundle of its blob transactions and, from
+    /// Prague on, the requests.
     pub fn envelope_v3(&self, with_requests: bool) -> Value {
         let payload = ExecutionPayloadV3::from_block_unchecked(
             self.block.header.hash(),
@@ -168,7 +187,7 @@ impl BuiltPayload {
         let mut envelope = json!({
             "executionPayload": payload,
             "blockValue": self.value,
-            "blobsBundle": {"commitments": [], "proofs": [], "blobs": []},
+            "blobsBundle": self.blobs_bundle(),
             "shouldOverrideBuilder": false,
         });
         if with_requests {
@@ -178,6 +197,20 @@ impl BuiltPayload {
             envelope["executionRequests"] = json!(requests);
         }
         envelope
+    }
+
+    /// The blobs bundle: `BlobsBundleV2` (a proof per cell) from Osaka on, `BlobsBundleV1`
+    /// (a proof per blob) before. Empty when the block has no blob transactions.
+    fn blobs_bundle(&self) -> Value {
+        if self.fork >= PayloadFork::Osaka {
+            json!(BlobsBundleV2::new(
+                self.sidecars.iter().filter_map(|s| s.as_eip7594().cloned())
+            ))
+        } else {
+            json!(BlobsBundleV1::new(
+                self.sidecars.iter().filter_map(|s| s.as_eip4844().cloned())
+            ))
+        }
     }
 }
 

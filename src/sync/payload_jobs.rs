@@ -6,10 +6,14 @@
 //!
 //! The block is built when the attributes arrive, from what the pool holds then, and built again
 //! when the consensus client asks for it (if its parent is still the head): the richer of the
-//! two is kept, so transactions that came in meanwhile make it in. Blob transactions are left
-//! out: the pool keeps them in block form, without the sidecars a proposer must publish.
+//! two is kept, so transactions that came in meanwhile make it in. A blob transaction goes in
+//! only if it came with a sidecar of the payload's fork (a proof per blob before Osaka, per
+//! cell from it on), which the payload's blobs bundle carries for the proposer to publish.
 
-use std::{collections::VecDeque, sync::Arc, sync::Mutex};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex},
+};
 
 use alloy::{
     consensus::{Header, Sealed},
@@ -132,20 +136,39 @@ pub fn payload_id(
     PayloadId(B64::from_slice(&hash[..8]))
 }
 
-/// Builds a block on `parent` from the pool (blob transactions and a dev node's impersonated
-/// ones aside: no other node could check them), leaving out what cannot be included.
+/// Builds a block on `parent` from the pool, leaving out what cannot be included, and what no
+/// other node could take from a proposer: blob transactions without a sidecar of the
+/// payload's fork to publish, and a dev node's impersonated transactions.
 pub fn build_from_pool(
     store: &Store,
     pool: &Pool,
     parent: &Sealed<Header>,
     attributes: &PayloadAttributes,
 ) -> Result<BuiltPayload, ErrorObjectOwned> {
+    let fork = PayloadFork::at(store.spec(), attributes.timestamp);
+    let mut sidecars = HashMap::new();
     let candidates: Vec<_> = pool
         .pending()
         .into_iter()
-        .filter(|tx| !tx.inner().is_eip4844() && !simnode_api::impersonation::is_impersonated(tx))
+        .filter(|tx| {
+            if simnode_api::impersonation::is_impersonated(tx) {
+                return false;
+            }
+            if !tx.inner().is_eip4844() {
+                return true;
+            }
+            // Taken now: the transaction may leave the pool while the block is built.
+            let hash = *tx.inner().tx_hash();
+            match pool.sidecar(&hash) {
+                Some(sidecar) if fork.takes_sidecar(&sidecar) => {
+                    sidecars.insert(hash, sidecar);
+                    true
+                }
+                _ => false,
+            }
+        })
         .collect();
-    payload::build(
+    let mut built = payload::build(
         store,
         parent,
         attributes,
@@ -153,7 +176,17 @@ pub fn build_from_pool(
         &candidates,
         true,
     )
-    .map_err(|e| ErrorObjectOwned::owned(-32603, format!("building the payload: {e}"), None::<()>))
+    .map_err(|e| {
+        ErrorObjectOwned::owned(-32603, format!("building the payload: {e}"), None::<()>)
+    })?;
+    built.sidecars = built
+        .block
+        .body
+        .transactions
+        .iter()
+        .filter_map(|tx| sidecars.remove(tx.tx_hash()))
+        .collect();
+    Ok(built)
 }
 
 /// One build: what it was asked for and the best block built for it so far.

@@ -657,6 +657,85 @@ pub fn wait_for_receipt(node: &Node, hash: &Value) -> Value {
     }
 }
 
+/// The all-zero blob's KZG commitment, and each of its proofs: the point at infinity
+/// (compressed, 0xc0 then zeros). With it a sidecar is valid without a KZG library.
+pub fn infinity_point() -> alloy::primitives::FixedBytes<48> {
+    let mut point = [0u8; 48];
+    point[0] = 0xc0;
+    point.into()
+}
+
+/// The versioned hash of the all-zero blob (of [`infinity_point`]).
+pub fn zero_blob_versioned_hash() -> alloy::primitives::B256 {
+    alloy::eips::eip4844::kzg_to_versioned_hash(infinity_point().as_slice())
+}
+
+/// The form a blob transaction is sent in.
+#[derive(Debug, Clone, Copy)]
+pub enum BlobForm {
+    /// As a block carries it, without its sidecar.
+    Bare,
+    /// With an EIP-7594 sidecar of this many cell proofs (128 make it whole).
+    CellProofs(usize),
+    /// With a sidecar of one proof per blob (the form before Osaka).
+    BlobProof,
+}
+
+/// A blob transaction from [`DEV_KEY0`]'s account on the dev chain (id 1337): nonce `nonce`, 1
+/// wei to 0x..b10b, the all-zero blob under `versioned`, in `form`. Signed, as
+/// eth_sendRawTransaction takes it.
+pub fn dev_blob_tx(nonce: u64, versioned: alloy::primitives::B256, form: BlobForm) -> String {
+    use alloy::{
+        consensus::{
+            SignableTransaction, TxEip4844, TxEip4844Variant, TxEip4844WithSidecar, TxEnvelope,
+        },
+        eips::{
+            eip4844::{Blob, BlobTransactionSidecar},
+            eip7594::{BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant},
+            Encodable2718,
+        },
+        primitives::{address, U256},
+    };
+    let tx = TxEip4844 {
+        chain_id: 1337,
+        nonce,
+        gas_limit: 21_000,
+        max_fee_per_gas: 10_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: address!("000000000000000000000000000000000000b10b"),
+        value: U256::from(1u64),
+        blob_versioned_hashes: vec![versioned],
+        max_fee_per_blob_gas: 10_000_000_000,
+        ..Default::default()
+    };
+    let sidecar = match form {
+        BlobForm::Bare => None,
+        BlobForm::CellProofs(proofs) => Some(BlobTransactionSidecarVariant::Eip7594(
+            BlobTransactionSidecarEip7594 {
+                blobs: vec![Blob::ZERO],
+                commitments: vec![infinity_point()],
+                cell_proofs: vec![infinity_point(); proofs],
+            },
+        )),
+        BlobForm::BlobProof => Some(BlobTransactionSidecarVariant::Eip4844(
+            BlobTransactionSidecar {
+                blobs: vec![Blob::ZERO],
+                commitments: vec![infinity_point()],
+                proofs: vec![infinity_point()],
+            },
+        )),
+    };
+    let variant = match sidecar {
+        Some(sidecar) => {
+            TxEip4844Variant::TxEip4844WithSidecar(TxEip4844WithSidecar { tx, sidecar })
+        }
+        None => TxEip4844Variant::TxEip4844(tx),
+    };
+    let sig = dev_key_signature(variant.signature_hash());
+    let envelope = TxEnvelope::Eip4844(variant.into_signed(sig));
+    format!("0x{}", hex_encode(&envelope.encoded_2718()))
+}
+
 /// [`DEV_KEY0`]'s signature of a transaction's signature hash.
 pub fn dev_key_signature(hash: alloy::primitives::B256) -> alloy::primitives::Signature {
     let key = k256::ecdsa::SigningKey::from_slice(

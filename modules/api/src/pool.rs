@@ -2,6 +2,7 @@
 
 use alloy::{
     consensus::{transaction::Recovered, TxEnvelope},
+    eips::eip7594::BlobTransactionSidecarVariant,
     primitives::{Address, B256},
 };
 
@@ -11,6 +12,17 @@ pub trait TxPool: Send + Sync {
     /// Adds a transaction the caller has decoded, recovered and validated against the latest
     /// state. Rejects duplicates ("already known") and replacements without a fee bump.
     fn insert(&self, tx: Recovered<TxEnvelope>) -> RpcResult<B256>;
+    /// [`Self::insert`] for a blob transaction that came with its sidecar (checked by the
+    /// caller to belong to it), which a proposer must publish with a block carrying it. A pool
+    /// that builds no blocks for proposers may drop the sidecar, as this default does.
+    fn insert_with_sidecar(
+        &self,
+        tx: Recovered<TxEnvelope>,
+        sidecar: BlobTransactionSidecarVariant,
+    ) -> RpcResult<B256> {
+        let _ = sidecar;
+        self.insert(tx)
+    }
     /// Transactions waiting for a block, in the order a block builder would take them.
     fn pending(&self) -> Vec<Recovered<TxEnvelope>>;
     /// A pending transaction by hash.

@@ -3,7 +3,8 @@
 
 use alloy::{
     consensus::{
-        transaction::SignerRecoverable, Signed, Transaction as _, TxEip4844Variant, TxEnvelope,
+        transaction::{Recovered, SignerRecoverable},
+        Signed, Transaction as _, TxEip4844Variant, TxEnvelope,
     },
     eips::eip7594::{BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB},
     primitives::{Address, B256, U256},
@@ -51,7 +52,7 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     if raw.len() > limit {
         return Err(RpcError::Server("oversized data".into()));
     }
-    let tx = without_sidecar(tx)?;
+    let (tx, sidecar) = split_sidecar(tx)?;
     if let Some(chain_id) = tx.chain_id() {
         if chain_id != ctx.spec.chain_id {
             return Err(RpcError::Server(format!(
@@ -63,13 +64,51 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     let sender = tx
         .recover_signer()
         .map_err(|_| RpcError::Server("invalid sender".into()))?;
-    submit(ctx, tx, sender)
+    check(ctx, &tx, sender)?;
+    if let Some(sidecar) = &sidecar {
+        check_sidecar_version(ctx, sidecar)?;
+    }
+    let tx = Recovered::new_unchecked(tx, sender);
+    match sidecar {
+        Some(sidecar) => ctx.pool.insert_with_sidecar(tx, sidecar),
+        None => ctx.pool.insert(tx),
+    }
 }
 
 /// Checks `tx` from `sender` against the latest state as geth's pool does and hands it to
 /// the pool: eth_sendRawTransaction's checks after recovery. The node also sends its dev
-/// node's impersonated transactions through it, whose sender cannot be recovered.
+/// node's signed and impersonated transactions through it (the latter's sender cannot be
+/// recovered).
 pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult<B256> {
+    check(ctx, &tx, sender)?;
+    ctx.pool.insert(Recovered::new_unchecked(tx, sender))
+}
+
+/// A sidecar must be of the version the next block's fork publishes, as reth checks: a proof
+/// per blob before Osaka, a proof per cell (EIP-7594) from it on. A proposer could not
+/// publish the blobs of another version.
+fn check_sidecar_version(
+    ctx: &ModuleContext,
+    sidecar: &BlobTransactionSidecarVariant,
+) -> RpcResult<()> {
+    let head = ctx.chain.head().latest;
+    let header = ctx.chain.header(head)?.ok_or(RpcError::HeaderNotFound)?;
+    let osaka =
+        ctx.spec.spec_id(head + 1, header.timestamp) >= revm::primitives::hardfork::SpecId::OSAKA;
+    match (sidecar, osaka) {
+        (BlobTransactionSidecarVariant::Eip4844(_), true) => Err(RpcError::Server(
+            "unexpected blob sidecar with a proof per blob after Osaka: send one with a proof per cell (EIP-7594)".into(),
+        )),
+        (BlobTransactionSidecarVariant::Eip7594(_), false) => Err(RpcError::Server(
+            "unexpected blob sidecar with a proof per cell (EIP-7594) before Osaka: send one with a proof per blob".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// eth_sendRawTransaction's checks of `tx` from `sender` against the latest state, as geth's
+/// pool makes them.
+fn check(ctx: &ModuleContext, tx: &TxEnvelope, sender: Address) -> RpcResult<()> {
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
             return Err(RpcError::Server(
@@ -86,7 +125,7 @@ pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult
     if spec_id >= revm::primitives::hardfork::SpecId::OSAKA && tx.gas_limit() > (1 << 24) {
         return Err(RpcError::Server("transaction gas limit too high".into()));
     }
-    let intrinsic = intrinsic_gas(&tx, spec_id);
+    let intrinsic = intrinsic_gas(tx, spec_id);
     if tx.gas_limit() < intrinsic {
         return Err(RpcError::Server(format!(
             "intrinsic gas too low: gas {}, minimum needed {intrinsic}",
@@ -113,27 +152,32 @@ pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult
             cost - account.balance
         )));
     }
-    ctx.pool
-        .insert(alloy::consensus::transaction::Recovered::new_unchecked(
-            tx, sender,
-        ))
+    Ok(())
 }
 
-/// The transaction a block carries for `tx`. A blob transaction sent in its network form
-/// brings its sidecar (blobs, commitments, proofs); its hash is that of the transaction alone,
-/// and so are its encoding in a block and the block's transactions root. The pool keeps the
-/// transaction alone: with the sidecar, a block built from it would encode the blobs too.
+/// The transaction a block carries for `tx`, without the sidecar a blob transaction sent in
+/// its network form brings (see [`split_sidecar`]).
+pub(crate) fn without_sidecar(tx: TxEnvelope) -> RpcResult<TxEnvelope> {
+    split_sidecar(tx).map(|(tx, _)| tx)
+}
+
+/// The transaction a block carries for `tx`, and the sidecar (blobs, commitments, proofs) a
+/// blob transaction sent in its network form brings. The transaction's hash is that of the
+/// transaction alone, and so are its encoding in a block and the block's transactions root;
+/// the pool keeps the sidecar beside it, for a proposer to publish.
 /// The sidecar must belong to the transaction, as geth checks: one blob and commitment per
 /// versioned hash, each commitment hashing to its versioned hash, and as many proofs as the
 /// sidecar's version asks (one per blob, or one per cell since EIP-7594). The KZG proofs
 /// themselves are not verified (no KZG library in the node).
-pub(crate) fn without_sidecar(tx: TxEnvelope) -> RpcResult<TxEnvelope> {
+pub(crate) fn split_sidecar(
+    tx: TxEnvelope,
+) -> RpcResult<(TxEnvelope, Option<BlobTransactionSidecarVariant>)> {
     let TxEnvelope::Eip4844(signed) = tx else {
-        return Ok(tx);
+        return Ok((tx, None));
     };
     let (variant, signature, hash) = signed.into_parts();
-    let tx = match variant {
-        TxEip4844Variant::TxEip4844(tx) => tx,
+    let (tx, sidecar) = match variant {
+        TxEip4844Variant::TxEip4844(tx) => (tx, None),
         TxEip4844Variant::TxEip4844WithSidecar(with) => {
             let (tx, sidecar) = (with.tx, with.sidecar);
             let hashes = &tx.blob_versioned_hashes;
@@ -165,14 +209,15 @@ pub(crate) fn without_sidecar(tx: TxEnvelope) -> RpcResult<TxEnvelope> {
                     )));
                 }
             }
-            tx
+            (tx, Some(sidecar))
         }
     };
-    Ok(TxEnvelope::Eip4844(Signed::new_unchecked(
+    let tx = TxEnvelope::Eip4844(Signed::new_unchecked(
         TxEip4844Variant::TxEip4844(tx),
         signature,
         hash,
-    )))
+    ));
+    Ok((tx, sidecar))
 }
 
 /// Intrinsic gas: base cost, calldata, creation, access list and authorizations.
