@@ -335,11 +335,17 @@ impl ChainView for NodeView {
         ChainView::trie_account(&*self.store, number, address)
     }
 
-    fn storage_slots(&self, number: u64, address: Address) -> RpcResult<Vec<(B256, U256)>> {
+    fn storage_slots(
+        &self,
+        number: u64,
+        address: Address,
+        start: B256,
+        limit: usize,
+    ) -> RpcResult<Vec<(B256, U256)>> {
         if self.pending_as(number)?.is_some() {
             return Err(Self::not_for_pending("debug_storageRangeAt"));
         }
-        ChainView::storage_slots(&*self.store, number, address)
+        ChainView::storage_slots(&*self.store, number, address, start, limit)
     }
 
     fn execution_witness(&self, number: u64) -> RpcResult<ExecutionWitness> {

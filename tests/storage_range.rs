@@ -195,3 +195,127 @@ fn earlier_transactions_of_the_block_count() {
         (json!({}), Value::Null)
     );
 }
+
+/// The store reads a page from its start key on, merging the stored slots with the history of
+/// the blocks after the one asked for (a slot they created reads as absent, one they deleted
+/// as it was). At every block of the execution-apis chain, for a contract of the chain and the
+/// system contracts whose ring buffers change every block, the whole storage rebuilds the
+/// storage root eth_getProof's path proves, and every page with a start at, between or past
+/// the slots and a small limit is the matching cut of it.
+#[test]
+fn pages_from_any_start_are_cuts_of_the_whole_storage() {
+    use simnode_api::ChainView;
+    let datadir = support::import_execution_apis_chain();
+    let genesis = support::execution_apis_genesis();
+    let chain = simnode::chain::load(genesis.to_str().expect("utf8")).expect("genesis");
+    let store = simnode::store::Store::open(datadir.path(), std::sync::Arc::new(chain.spec), None)
+        .expect("store");
+    let head = store.head().latest;
+    let contracts = [
+        address!("7dcd17433742f4c0ca53122ab541d0ba67fc27df"),
+        // EIP-4788's beacon roots and EIP-2935's block hashes.
+        address!("000F3df6D732807Ef1319fB7B8bB8522d0Beac02"),
+        address!("0000F90827F1C53a10cb7A02335B175320002935"),
+    ];
+    let mut pages = 0;
+    for number in 0..=head {
+        for contract in contracts {
+            let whole = store
+                .storage_slots(number, contract, B256::ZERO, usize::MAX)
+                .expect("whole storage");
+            let proof = store.proof(number, contract, &[]).expect("proof");
+            assert_eq!(
+                storage_root(&whole),
+                proof.storage_hash,
+                "block {number}, {contract}"
+            );
+            let mut starts = vec![B256::ZERO, B256::repeat_byte(0xff)];
+            for (slot, _) in &whole {
+                starts.push(*slot);
+                let next = U256::from_be_bytes(slot.0).saturating_add(U256::from(1));
+                starts.push(B256::from(next));
+            }
+            for start in starts {
+                for limit in [1, 2, 3] {
+                    let expected: Vec<_> = whole
+                        .iter()
+                        .filter(|(slot, _)| *slot >= start)
+                        .take(limit)
+                        .copied()
+                        .collect();
+                    let page = store
+                        .storage_slots(number, contract, start, limit)
+                        .expect("a page");
+                    assert_eq!(page, expected, "block {number}, {contract}, from {start}");
+                    pages += 1;
+                }
+            }
+        }
+    }
+    assert!(pages > 1_000, "only {pages} pages checked");
+}
+
+/// Stores `calldata[0..32]` in slot `calldata[32..64]`.
+const KEY_VALUE: &str = "6000356020355500";
+
+/// A slot an earlier transaction of the block zeroed is not in the page, and does not take a
+/// place in it: a page of one slot is the next slot, with the one after it as `nextKey`.
+#[test]
+fn slots_zeroed_earlier_in_the_block_leave_no_gap_in_a_page() {
+    let node = Node::start(TempDir::new("storage-zeroed"), Path::new("dev"), &["--dev"]);
+    let sender = address!("f39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
+    let contract = sender.create(0);
+    let init = format!("6008600c60003960086000f3{KEY_VALUE}");
+    let deployed = node.result("eth_sendRawTransaction", json!([tx(0, None, &init)]));
+    assert_eq!(
+        receipt(&node, &deployed)["contractAddress"],
+        json!(contract)
+    );
+    let store = |value: u8, slot: u8| format!("{:064x}{:064x}", value, slot);
+    for (nonce, slot) in [(1, 1u8), (2, 2), (3, 3)] {
+        let hash = node.result(
+            "eth_sendRawTransaction",
+            json!([tx(nonce, Some(contract), &store(0x11 * slot, slot))]),
+        );
+        assert_eq!(receipt(&node, &hash)["status"], "0x1");
+    }
+    // In trie order: by hashed slot.
+    let mut order: Vec<(B256, u8)> = [1u8, 2, 3]
+        .iter()
+        .map(|s| (keccak256(B256::from(U256::from(*s))), *s))
+        .collect();
+    order.sort();
+    let (first, second, third) = (order[0], order[1], order[2]);
+    // One block: the first transaction zeroes the first slot in trie order, the second stores
+    // elsewhere (sent first, it waits behind the gap).
+    let later = node.result(
+        "eth_sendRawTransaction",
+        json!([tx(5, Some(contract), &store(0x99, 9))]),
+    );
+    let zeroing = node.result(
+        "eth_sendRawTransaction",
+        json!([tx(4, Some(contract), &store(0, first.1))]),
+    );
+    let block = receipt(&node, &zeroing)["blockHash"].clone();
+    assert_eq!(receipt(&node, &later)["blockHash"], block);
+
+    let page = |index: u64| {
+        node.result(
+            "debug_storageRangeAt",
+            json!([block, index, contract, "0x", 1]),
+        )
+    };
+    let before = page(0);
+    assert_eq!(
+        entries(&before),
+        vec![(first.0, U256::from(0x11 * first.1))]
+    );
+    assert_eq!(before["nextKey"], json!(second.0));
+    let after = page(1);
+    assert_eq!(
+        entries(&after),
+        vec![(second.0, U256::from(0x11 * second.1))],
+        "{after}"
+    );
+    assert_eq!(after["nextKey"], json!(third.0), "{after}");
+}

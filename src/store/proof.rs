@@ -70,16 +70,6 @@ impl Store {
         Ok((source, overlay))
     }
 
-    /// Every storage slot of `address` after canonical block `number`, by hashed slot.
-    pub fn storage_slots(
-        &self,
-        number: u64,
-        address: Address,
-    ) -> Result<BTreeMap<B256, U256>, StoreError> {
-        let (source, overlay) = self.hashed_state(number)?;
-        slots_at(&source, &overlay, &hash_address(&address))
-    }
-
     /// The proof of `address` and `keys` in the state after canonical block `number`.
     pub fn proof(
         &self,

@@ -93,6 +93,70 @@ impl HistoricalState {
             .unwrap_or(U256::ZERO))
     }
 
+    /// Up to `limit` non-zero storage slots of `address` after block `number`, from hashed slot
+    /// `start` on, ascending by hashed slot (its storage trie's order): the slots stored now,
+    /// each taking instead its value before the first later block that changed it, merged with
+    /// the slots only such history holds (since deleted). Reads only this account's slots from
+    /// `start` on, and stops when the page is full.
+    pub fn storage_page(
+        &self,
+        address: &Address,
+        start: &B256,
+        limit: usize,
+    ) -> Result<Vec<(B256, U256)>, StoreError> {
+        let hashed = hash_address(address);
+        let last = B256::repeat_byte(0xff);
+        let (first, end) = (storage_key(&hashed, start), storage_key(&hashed, &last));
+        let mut now = SlotCursor(
+            self.tables
+                .storage
+                .range(first.as_slice()..=end.as_slice())?,
+        );
+        // History only matters when blocks after `number` exist.
+        let history = if self.historical {
+            let first: [u8; 72] = history_key(&first, 0);
+            let end: [u8; 72] = history_key(&end, u64::MAX);
+            Some(
+                self.tables
+                    .storage_history
+                    .range(first.as_slice()..=end.as_slice())?,
+            )
+        } else {
+            None
+        };
+        let mut past = ChangedSlots {
+            entries: history,
+            after: self.number,
+            last: None,
+        };
+        let mut current = now.next()?;
+        let mut changed = past.next()?;
+        let mut page = Vec::new();
+        while page.len() < limit {
+            let slot = match (current, changed) {
+                (None, None) => break,
+                (Some((a, _)), Some((b, _))) => a.min(b),
+                (Some((a, _)), None) => a,
+                (None, Some((b, _))) => b,
+            };
+            // Its current value, unless a block after `number` changed it: then its value
+            // before that change (zero: it did not exist yet).
+            let mut value = U256::ZERO;
+            if let Some((_, now_value)) = current.filter(|(s, _)| *s == slot) {
+                value = now_value;
+                current = now.next()?;
+            }
+            if let Some((_, then_value)) = changed.filter(|(s, _)| *s == slot) {
+                value = then_value;
+                changed = past.next()?;
+            }
+            if !value.is_zero() {
+                page.push((slot, value));
+            }
+        }
+        Ok(page)
+    }
+
     /// The value of `key` after block `number`: its first history entry from a later block
     /// (what it was before that block), else the current value. `N` is the length of a history
     /// key, `key` and a block number.
@@ -112,6 +176,53 @@ impl HistoricalState {
             }
         }
         Ok(current.get(key)?.map(|v| decode(v.value())))
+    }
+}
+
+/// The slots of one account in the storage table, from a range over it.
+struct SlotCursor<'a>(redb::Range<'a, &'static [u8], &'static [u8]>);
+
+impl SlotCursor<'_> {
+    fn next(&mut self) -> Result<Option<(B256, U256)>, StoreError> {
+        let Some(entry) = self.0.next() else {
+            return Ok(None);
+        };
+        let (k, v) = entry?;
+        Ok(Some((
+            B256::from_slice(&k.value()[32..64]),
+            U256::from_be_slice(v.value()),
+        )))
+    }
+}
+
+/// The slots of one account that blocks after `after` changed, each with its value after
+/// `after` (before the first such change), from a range over the storage history (keys
+/// `account ++ slot ++ block`, ascending by slot, then block).
+struct ChangedSlots<'a> {
+    /// None: no block follows `after`, so nothing changed.
+    entries: Option<redb::Range<'a, &'static [u8], &'static [u8]>>,
+    after: u64,
+    /// The slot last given: its later entries are passed over.
+    last: Option<B256>,
+}
+
+impl ChangedSlots<'_> {
+    fn next(&mut self) -> Result<Option<(B256, U256)>, StoreError> {
+        let Some(entries) = &mut self.entries else {
+            return Ok(None);
+        };
+        for entry in entries.by_ref() {
+            let (k, v) = entry?;
+            let k = k.value();
+            let slot = B256::from_slice(&k[32..64]);
+            let block = changeset_block(&k[64..])?;
+            if block <= self.after || self.last == Some(slot) {
+                continue;
+            }
+            self.last = Some(slot);
+            return Ok(Some((slot, U256::from_be_slice(v.value()))));
+        }
+        Ok(None)
     }
 }
 

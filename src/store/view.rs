@@ -187,10 +187,12 @@ impl ChainView for Store {
         &self,
         number: u64,
         address: alloy::primitives::Address,
+        start: B256,
+        limit: usize,
     ) -> RpcResult<Vec<(B256, alloy::primitives::U256)>> {
-        Ok(Store::storage_slots(self, number, address)?
-            .into_iter()
-            .collect())
+        Ok(self
+            .state_after(number)?
+            .storage_page(&address, &start, limit)?)
     }
 
     fn execution_witness(&self, number: u64) -> RpcResult<simnode_api::ExecutionWitness> {

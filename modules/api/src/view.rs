@@ -129,15 +129,18 @@ pub trait ChainView: Send + Sync {
         ))
     }
 
-    /// Every storage slot of `address` after canonical block `number`, as (hashed slot, value),
-    /// ascending by hashed slot: the order of its storage trie (`debug_storageRangeAt`). Views
-    /// without hashed state do not offer it.
+    /// Up to `limit` storage slots of `address` after canonical block `number`, from hashed
+    /// slot `start` on, as (hashed slot, value), ascending by hashed slot: a page of its
+    /// storage trie's leaves (`debug_storageRangeAt`). Views without hashed state do not offer
+    /// it.
     fn storage_slots(
         &self,
         number: u64,
         address: Address,
+        start: B256,
+        limit: usize,
     ) -> RpcResult<Vec<(B256, alloy::primitives::U256)>> {
-        let _ = (number, address);
+        let _ = (number, address, start, limit);
         Err(crate::RpcError::MethodNotAvailable(
             "debug_storageRangeAt is not available on this chain view".into(),
         ))

@@ -75,29 +75,44 @@ pub(crate) fn storage_range_at(
             AccountState::StorageCleared | AccountState::NotExisting
         )
     });
-    let mut slots: BTreeMap<B256, U256> = if cleared {
-        BTreeMap::new()
-    } else {
-        ctx.chain
-            .storage_slots(parent, address)?
-            .into_iter()
-            .collect()
-    };
-    for (slot, value) in changed.iter().flat_map(|account| &account.storage) {
-        let hashed = keccak256(slot.to_be_bytes::<32>());
-        if value.is_zero() {
-            slots.remove(&hashed);
+    let changes: Vec<(B256, U256)> = changed
+        .iter()
+        .flat_map(|account| &account.storage)
+        .map(|(slot, value)| (keccak256(slot.to_be_bytes::<32>()), *value))
+        .collect();
+    let page = |from: B256, want: usize| -> RpcResult<BTreeMap<B256, U256>> {
+        // Slots the earlier transactions zeroed may hide stored ones: read that many more.
+        let zeroed = changes
+            .iter()
+            .filter(|(hashed, value)| *hashed >= from && value.is_zero())
+            .count();
+        let mut slots: BTreeMap<B256, U256> = if cleared {
+            BTreeMap::new()
         } else {
-            slots.insert(hashed, *value);
+            ctx.chain
+                .storage_slots(parent, address, from, want.saturating_add(zeroed))?
+                .into_iter()
+                .collect()
+        };
+        for (hashed, value) in changes.iter().filter(|(hashed, _)| *hashed >= from) {
+            if value.is_zero() {
+                slots.remove(hashed);
+            } else {
+                slots.insert(*hashed, *value);
+            }
         }
-    }
-    if slots.is_empty() {
+        Ok(slots.into_iter().take(want).collect())
+    };
+    // One more than the page, to name the next key.
+    let slots = page(start, max.saturating_add(1))?;
+    // No storage at all is `null`, as in geth; storage only before `start` is an empty page.
+    if slots.is_empty() && (start == B256::ZERO || page(B256::ZERO, 1)?.is_empty()) {
         return Ok(StorageRange {
             storage: None,
             next_key: None,
         });
     }
-    let mut from_start = slots.range(start..);
+    let mut from_start = slots.iter();
     let storage = from_start
         .by_ref()
         .take(max)
