@@ -436,6 +436,33 @@ fn an_unpayable_huge_fee_is_insufficient_funds() {
     }
 }
 
+/// A blob fee cap under the block's blob base fee is refused even without validation, as geth
+/// refuses it (only a cap of zero skips the check), with geth's -32603: the spec has no code for
+/// it. Under the cap, the same call runs.
+#[test]
+fn a_blob_fee_cap_under_the_blob_base_fee_is_geths_internal_error() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let from = "0xc000000000000000000000000000000000000000";
+    let versioned = "0x010657f37554c781402a22917dee2f75def7ab966d7b770905398eba3c444014";
+    let payload = |blob_base_fee: &str| {
+        json!({"blockStateCalls": [{
+            "blockOverrides": {"blobBaseFee": blob_base_fee},
+            "stateOverrides": {from: {"balance": "0x3b9aca00"}},
+            "calls": [{"from": from, "to": from, "blobVersionedHashes": [versioned],
+                "maxFeePerBlobGas": "0xa", "maxFeePerGas": "0x10"}],
+        }]})
+    };
+    let resp = answer(&sim, &request(payload("0xb")));
+    assert_eq!(resp["error"]["code"], -32603, "{resp}");
+    let message = resp["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("max fee per blob gas less than block blob gas fee"),
+        "{message}"
+    );
+    let resp = answer(&sim, &request(payload("0xa")));
+    assert_eq!(ok_blocks(&resp)[0]["calls"][0]["status"], "0x1", "{resp}");
+}
+
 /// Answers one request through the module's RPC methods, as the server calls them (the
 /// first run on the calling thread, within `evm_inline_budget`, then on the blocking pool).
 fn answer_rpc(limits: RpcLimits, request: &Value) -> Value {

@@ -1076,6 +1076,13 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
             SimulateCode::BlockGasLimitExceeded,
             msg("block gas limit reached".into()),
         ),
+        // The spec has no code for it: geth answers -32603, as for every refusal without one.
+        I::BlobGasPriceGreaterThanMax {
+            block_blob_gas_price,
+            tx_max_fee_per_blob_gas,
+        } => RpcError::Internal(msg(format!(
+            "max fee per blob gas less than block blob gas fee: address {from} blobGasFeeCap: {tx_max_fee_per_blob_gas}, blobBaseFee: {block_blob_gas_price}"
+        ))),
         other => RpcError::Internal(msg(other.to_string())),
     }
 }
