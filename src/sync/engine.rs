@@ -1168,4 +1168,95 @@ mod reorg_tests {
             U256::from(12)
         );
     }
+
+    /// Before Osaka a payload takes blob transactions whose sidecars carry a proof per blob,
+    /// and engine_getPayloadV4 gives them as `BlobsBundleV1`; a sidecar with cell proofs
+    /// (Osaka's) waits.
+    #[test]
+    fn a_prague_payload_bundles_a_proof_per_blob() {
+        use alloy::eips::{
+            eip4844::{kzg_to_versioned_hash, Blob, BlobTransactionSidecar, Bytes48},
+            eip7594::{
+                BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB,
+            },
+        };
+        use simnode_api::TxPool as _;
+        let mut genesis = crate::chain::dev_genesis();
+        genesis.config.osaka_time = None;
+        let node = ScratchStore::open("prague-blobs", &genesis);
+        let pool = Arc::new(Pool::default());
+        let api = EngineApi::new(node.clone(), pool.clone());
+        let head = node.head_header().unwrap();
+
+        let commitment = Bytes48::repeat_byte(0xc0);
+        let versioned = kzg_to_versioned_hash(commitment.as_slice());
+        let blob_tx = |key: &str| {
+            let key = SigningKey::from_slice(&alloy::hex::decode(key).unwrap()).unwrap();
+            let tx = alloy::consensus::TxEip4844 {
+                chain_id: crate::chain::DEV_CHAIN_ID,
+                gas_limit: 21_000,
+                max_fee_per_gas: 100_000_000_000,
+                max_priority_fee_per_gas: 1_000_000_000,
+                to: Y,
+                blob_versioned_hashes: vec![versioned],
+                max_fee_per_blob_gas: 1_000_000_000,
+                ..Default::default()
+            };
+            signed(&key, tx)
+        };
+        let proof = Bytes48::repeat_byte(0x77);
+        let per_blob = BlobTransactionSidecarVariant::Eip4844(BlobTransactionSidecar {
+            blobs: vec![Blob::ZERO],
+            commitments: vec![commitment],
+            proofs: vec![proof],
+        });
+        let per_cell = BlobTransactionSidecarVariant::Eip7594(BlobTransactionSidecarEip7594 {
+            blobs: vec![Blob::ZERO],
+            commitments: vec![commitment],
+            cell_proofs: vec![proof; CELLS_PER_EXT_BLOB],
+        });
+        let taken = blob_tx(KEY0);
+        pool.insert_with_sidecar(taken.clone(), per_blob).unwrap();
+        pool.insert_with_sidecar(blob_tx(KEY1), per_cell).unwrap();
+
+        let state = ForkchoiceState {
+            head_block_hash: head.hash(),
+            safe_block_hash: B256::ZERO,
+            finalized_block_hash: B256::ZERO,
+        };
+        let attributes = PayloadAttributes {
+            timestamp: head.timestamp + 12,
+            prev_randao: B256::repeat_byte(9),
+            suggested_fee_recipient: X,
+            withdrawals: Some(vec![]),
+            parent_beacon_block_root: Some(B256::repeat_byte(3)),
+            slot_number: None,
+            target_gas_limit: None,
+        };
+        let id = api
+            .forkchoice_updated_with(state, Some((3, attributes)))
+            .unwrap()
+            .payload_id
+            .expect("a build started");
+        assert_eq!(api.get_payload(5, id).unwrap_err().code(), -38005);
+        let envelope = api.get_payload(4, id).unwrap();
+        let payload: ExecutionPayloadV3 =
+            serde_json::from_value(envelope["executionPayload"].clone()).unwrap();
+        let txs = &payload.payload_inner.payload_inner.transactions;
+        assert_eq!(txs.len(), 1, "only the per-blob sidecar's transaction");
+        assert_eq!(
+            alloy::primitives::keccak256(&txs[0]),
+            *taken.tx_hash(),
+            "the transaction alone, without its sidecar"
+        );
+        assert_eq!(payload.blob_gas_used, 131_072);
+        let bundle = &envelope["blobsBundle"];
+        assert_eq!(bundle["commitments"], serde_json::json!([commitment]));
+        assert_eq!(
+            bundle["proofs"],
+            serde_json::json!([proof]),
+            "a proof per blob"
+        );
+        assert_eq!(bundle["blobs"].as_array().unwrap().len(), 1);
+    }
 }
