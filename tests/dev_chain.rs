@@ -669,7 +669,7 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     use alloy::{eips::eip7594::CELLS_PER_EXT_BLOB, primitives::keccak256};
     let node = Node::start(TempDir::new("dev-blob"), Path::new("dev"), &["--dev"]);
     let network_form = |nonce, versioned, proofs| {
-        support::dev_blob_tx(nonce, versioned, support::BlobForm::CellProofs(proofs))
+        support::dev_blob_tx(nonce, &[versioned], support::BlobForm::CellProofs(proofs))
     };
     let versioned = support::zero_blob_versioned_hash();
 
@@ -699,9 +699,49 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     refused(network_form(1, versioned, 1), "proofs");
     // The dev chain is Osaka: a sidecar with a proof per blob could not be published.
     refused(
-        support::dev_blob_tx(1, versioned, support::BlobForm::BlobProof),
+        support::dev_blob_tx(1, &[versioned], support::BlobForm::BlobProof),
         "after Osaka",
     );
+    // Blob transactions no block could take, refused rather than left waiting for ever.
+    let bare = |hashes: &[alloy::primitives::B256]| {
+        support::dev_blob_tx(1, hashes, support::BlobForm::Bare)
+    };
+    refused(bare(&[]), "blobless blob transaction");
+    refused(
+        bare(&[versioned; 7]),
+        "too many blobs in transaction: have 7, permitted 6",
+    );
+    let mut version_2 = versioned;
+    version_2.0[0] = 2;
+    refused(
+        bare(&[version_2]),
+        "blob 0 hash version mismatch (have 2, supported 1)",
+    );
+    // Nor can a set-code transaction without authorizations.
+    let set_code = alloy::consensus::TxEip7702 {
+        chain_id: 1337,
+        nonce: 1,
+        gas_limit: 50_000,
+        max_fee_per_gas: 10_000_000_000,
+        to: address!("000000000000000000000000000000000000b10b"),
+        ..Default::default()
+    };
+    let signature = support::dev_key_signature(
+        alloy::consensus::SignableTransaction::signature_hash(&set_code),
+    );
+    let set_code = alloy::consensus::TxEnvelope::from(
+        alloy::consensus::SignableTransaction::into_signed(set_code, signature),
+    );
+    refused(
+        format!(
+            "0x{}",
+            alloy::hex::encode(alloy::eips::Encodable2718::encoded_2718(&set_code))
+        ),
+        "EIP-7702 transaction with empty auth list",
+    );
+    // Still nothing of nonce 1 waits: every refusal left the pool alone.
+    let waiting = node.result("txpool_status", json!([]));
+    assert_eq!(waiting["pending"], "0x0", "{waiting}");
 }
 
 /// EIP-7966, as geth serves it: eth_sendRawTransactionSync answers with the receipt of the block

@@ -926,7 +926,7 @@ fn a_proposers_payload_carries_blob_transactions_and_their_bundle() {
 
     let raw = support::dev_blob_tx(
         0,
-        versioned,
+        &[versioned],
         support::BlobForm::CellProofs(CELLS_PER_EXT_BLOB),
     );
     let with_sidecar = node.result("eth_sendRawTransaction", json!([raw]));
@@ -936,7 +936,7 @@ fn a_proposers_payload_carries_blob_transactions_and_their_bundle() {
         "eth_sendRawTransaction",
         json!([support::dev_blob_tx(
             1,
-            bare_versioned,
+            &[bare_versioned],
             support::BlobForm::Bare
         )]),
     );

@@ -675,16 +675,16 @@ pub fn zero_blob_versioned_hash() -> alloy::primitives::B256 {
 pub enum BlobForm {
     /// As a block carries it, without its sidecar.
     Bare,
-    /// With an EIP-7594 sidecar of this many cell proofs (128 make it whole).
+    /// With an EIP-7594 sidecar of this many cell proofs (128 a blob make it whole).
     CellProofs(usize),
     /// With a sidecar of one proof per blob (the form before Osaka).
     BlobProof,
 }
 
 /// A blob transaction from [`DEV_KEY0`]'s account on the dev chain (id 1337): nonce `nonce`, 1
-/// wei to 0x..b10b, the all-zero blob under `versioned`, in `form`. Signed, as
+/// wei to 0x..b10b, an all-zero blob under each of `versioned`, in `form`. Signed, as
 /// eth_sendRawTransaction takes it.
-pub fn dev_blob_tx(nonce: u64, versioned: alloy::primitives::B256, form: BlobForm) -> String {
+pub fn dev_blob_tx(nonce: u64, versioned: &[alloy::primitives::B256], form: BlobForm) -> String {
     use alloy::{
         consensus::{
             SignableTransaction, TxEip4844, TxEip4844Variant, TxEip4844WithSidecar, TxEnvelope,
@@ -704,24 +704,25 @@ pub fn dev_blob_tx(nonce: u64, versioned: alloy::primitives::B256, form: BlobFor
         max_priority_fee_per_gas: 1_000_000_000,
         to: address!("000000000000000000000000000000000000b10b"),
         value: U256::from(1u64),
-        blob_versioned_hashes: vec![versioned],
+        blob_versioned_hashes: versioned.to_vec(),
         max_fee_per_blob_gas: 10_000_000_000,
         ..Default::default()
     };
+    let blobs = versioned.len();
     let sidecar = match form {
         BlobForm::Bare => None,
         BlobForm::CellProofs(proofs) => Some(BlobTransactionSidecarVariant::Eip7594(
             BlobTransactionSidecarEip7594 {
-                blobs: vec![Blob::ZERO],
-                commitments: vec![infinity_point()],
+                blobs: vec![Blob::ZERO; blobs],
+                commitments: vec![infinity_point(); blobs],
                 cell_proofs: vec![infinity_point(); proofs],
             },
         )),
         BlobForm::BlobProof => Some(BlobTransactionSidecarVariant::Eip4844(
             BlobTransactionSidecar {
-                blobs: vec![Blob::ZERO],
-                commitments: vec![infinity_point()],
-                proofs: vec![infinity_point()],
+                blobs: vec![Blob::ZERO; blobs],
+                commitments: vec![infinity_point(); blobs],
+                proofs: vec![infinity_point(); blobs],
             },
         )),
     };

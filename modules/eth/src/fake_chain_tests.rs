@@ -301,3 +301,45 @@ async fn send_raw_transaction_validates() {
         "{r}"
     );
 }
+
+/// A transaction of a type the fork does not have could never be mined: refused (the fake
+/// chain runs London, so blob and set-code transactions are unknown to it).
+#[tokio::test]
+async fn send_raw_transaction_refuses_types_the_fork_does_not_have() {
+    use alloy::{
+        consensus::{SignableTransaction, TxEip4844, TxEip7702, TxEnvelope},
+        eips::Encodable2718,
+        primitives::Signature,
+    };
+    let m = module();
+    let chain_id = spec().chain_id;
+    let mut versioned = B256::repeat_byte(7);
+    versioned.0[0] = 1;
+    let blob = TxEip4844 {
+        chain_id,
+        gas_limit: 21_000,
+        max_fee_per_gas: 1,
+        to: RICH,
+        blob_versioned_hashes: vec![versioned],
+        ..Default::default()
+    };
+    let set_code = TxEip7702 {
+        chain_id,
+        gas_limit: 50_000,
+        max_fee_per_gas: 1,
+        to: RICH,
+        ..Default::default()
+    };
+    for tx in [
+        TxEnvelope::from(blob.into_signed(Signature::test_signature())),
+        TxEnvelope::from(set_code.into_signed(Signature::test_signature())),
+    ] {
+        let raw = format!("0x{}", alloy::hex::encode(tx.encoded_2718()));
+        let r = call(&m, "eth_sendRawTransaction", json!([raw])).await;
+        assert_eq!(r["error"]["code"], -32000, "{r}");
+        assert_eq!(
+            r["error"]["message"], "transaction type not supported",
+            "{r}"
+        );
+    }
+}

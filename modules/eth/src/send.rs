@@ -122,6 +122,7 @@ fn check(ctx: &ModuleContext, tx: &TxEnvelope, sender: Address) -> RpcResult<()>
         return Err(RpcError::Server("exceeds block gas limit".into()));
     }
     let spec_id = ctx.spec.spec_id(head + 1, header.timestamp);
+    check_kind(ctx, tx, spec_id, header.timestamp)?;
     if spec_id >= revm::primitives::hardfork::SpecId::OSAKA && tx.gas_limit() > (1 << 24) {
         return Err(RpcError::Server("transaction gas limit too high".into()));
     }
@@ -218,6 +219,59 @@ pub(crate) fn split_sidecar(
         hash,
     ));
     Ok((tx, sidecar))
+}
+
+/// Refuses what no block of the fork `spec` could take, with geth's pool's words, rather than
+/// letting it wait in the pool for ever: a type the fork does not have, a blob transaction
+/// without blobs, with more than the fork lets one carry or with a hash of a version other than
+/// KZG's, and a set-code transaction without authorizations.
+fn check_kind(
+    ctx: &ModuleContext,
+    tx: &TxEnvelope,
+    spec: revm::primitives::hardfork::SpecId,
+    timestamp: u64,
+) -> RpcResult<()> {
+    use alloy::consensus::TxType;
+    use revm::primitives::hardfork::SpecId;
+    let needs = match tx.tx_type() {
+        TxType::Legacy => SpecId::FRONTIER,
+        TxType::Eip2930 => SpecId::BERLIN,
+        TxType::Eip1559 => SpecId::LONDON,
+        TxType::Eip4844 => SpecId::CANCUN,
+        TxType::Eip7702 => SpecId::PRAGUE,
+    };
+    if !spec.is_enabled_in(needs) {
+        return Err(RpcError::Server("transaction type not supported".into()));
+    }
+    if let Some(hashes) = tx.blob_versioned_hashes() {
+        if hashes.is_empty() {
+            return Err(RpcError::Server("blobless blob transaction".into()));
+        }
+        // The executor's limit (EIP-7594's six per transaction from Osaka on).
+        let permitted = ctx
+            .spec
+            .blob_params_at(timestamp)
+            .map_or(0, |params| params.max_blobs_per_tx);
+        if hashes.len() as u64 > permitted {
+            return Err(RpcError::Server(format!(
+                "too many blobs in transaction: have {}, permitted {permitted}",
+                hashes.len()
+            )));
+        }
+        let kzg = alloy::eips::eip4844::VERSIONED_HASH_VERSION_KZG;
+        if let Some((index, hash)) = hashes.iter().enumerate().find(|(_, h)| h[0] != kzg) {
+            return Err(RpcError::Server(format!(
+                "blob {index} hash version mismatch (have {}, supported {kzg})",
+                hash[0]
+            )));
+        }
+    }
+    if tx.authorization_list().is_some_and(|list| list.is_empty()) {
+        return Err(RpcError::Server(
+            "EIP-7702 transaction with empty auth list".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Intrinsic gas: base cost, calldata, creation, access list and authorizations.
