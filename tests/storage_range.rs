@@ -259,7 +259,8 @@ fn pages_from_any_start_are_cuts_of_the_whole_storage() {
 const KEY_VALUE: &str = "6000356020355500";
 
 /// A slot an earlier transaction of the block zeroed is not in the page, and does not take a
-/// place in it: a page of one slot is the next slot, with the one after it as `nextKey`.
+/// place in it: a page of one slot is the next slot, with the one after it as `nextKey`. A slot
+/// a later block deleted is read back from the history, in its place between the stored ones.
 #[test]
 fn slots_zeroed_earlier_in_the_block_leave_no_gap_in_a_page() {
     let node = Node::start(TempDir::new("storage-zeroed"), Path::new("dev"), &["--dev"]);
@@ -318,4 +319,27 @@ fn slots_zeroed_earlier_in_the_block_leave_no_gap_in_a_page() {
         "{after}"
     );
     assert_eq!(after["nextKey"], json!(third.0), "{after}");
+
+    // A later block deletes the second slot: read at that block's start, the slot comes from
+    // the history between the stored ones, while the first slot's deletion (before it) stays.
+    let deleting = node.result(
+        "eth_sendRawTransaction",
+        json!([tx(6, Some(contract), &store(0, second.1))]),
+    );
+    let later = receipt(&node, &deleting)["blockHash"].clone();
+    let nine = keccak256(B256::from(U256::from(9)));
+    let mut expected = vec![
+        (second.0, U256::from(0x11 * second.1)),
+        (third.0, U256::from(0x11 * third.1)),
+        (nine, U256::from(0x99)),
+    ];
+    expected.sort();
+    let whole = node.result(
+        "debug_storageRangeAt",
+        json!([later, 0, contract, "0x", 10]),
+    );
+    assert_eq!(entries(&whole), expected, "{whole}");
+    let first_two = node.result("debug_storageRangeAt", json!([later, 0, contract, "0x", 2]));
+    assert_eq!(entries(&first_two), expected[..2].to_vec(), "{first_two}");
+    assert_eq!(first_two["nextKey"], json!(expected[2].0));
 }

@@ -113,24 +113,17 @@ impl HistoricalState {
                 .range(first.as_slice()..=end.as_slice())?,
         );
         // History only matters when blocks after `number` exist.
-        let history = if self.historical {
-            let first: [u8; 72] = history_key(&first, 0);
-            let end: [u8; 72] = history_key(&end, u64::MAX);
-            Some(
-                self.tables
-                    .storage_history
-                    .range(first.as_slice()..=end.as_slice())?,
-            )
-        } else {
-            None
-        };
         let mut past = ChangedSlots {
-            entries: history,
+            history: &self.tables.storage_history,
+            account: hashed,
             after: self.number,
-            last: None,
+            next_from: self.historical.then_some(*start),
         };
         let mut current = now.next()?;
-        let mut changed = past.next()?;
+        // Invariant: `changed` is the first slot changed after `number` from where the walk
+        // is, up to `current` (none if there is none): the history is read only as far as the
+        // stored slots go, so a page costs its own slots, not the account's.
+        let mut changed = past.next_until(current.map(|(slot, _)| slot))?;
         let mut page = Vec::new();
         while page.len() < limit {
             let slot = match (current, changed) {
@@ -148,7 +141,10 @@ impl HistoricalState {
             }
             if let Some((_, then_value)) = changed.filter(|(s, _)| *s == slot) {
                 value = then_value;
-                changed = past.next()?;
+                changed = None;
+            }
+            if changed.is_none() {
+                changed = past.next_until(current.map(|(slot, _)| slot))?;
             }
             if !value.is_zero() {
                 page.push((slot, value));
@@ -196,31 +192,60 @@ impl SlotCursor<'_> {
 }
 
 /// The slots of one account that blocks after `after` changed, each with its value after
-/// `after` (before the first such change), from a range over the storage history (keys
-/// `account ++ slot ++ block`, ascending by slot, then block).
+/// `after` (before the first such change), walked in slot order through the storage history
+/// (keys `account ++ slot ++ block`, ascending by slot, then block) with two lookups a slot:
+/// its first entry, then its first entry after `after`. A slot's older entries are never read.
 struct ChangedSlots<'a> {
-    /// None: no block follows `after`, so nothing changed.
-    entries: Option<redb::Range<'a, &'static [u8], &'static [u8]>>,
+    history: &'a Table,
+    account: B256,
     after: u64,
-    /// The slot last given: its later entries are passed over.
-    last: Option<B256>,
+    /// The smallest slot not looked at yet; none: the walk is over (or was never needed).
+    next_from: Option<B256>,
 }
 
 impl ChangedSlots<'_> {
-    fn next(&mut self) -> Result<Option<(B256, U256)>, StoreError> {
-        let Some(entries) = &mut self.entries else {
-            return Ok(None);
-        };
-        for entry in entries.by_ref() {
-            let (k, v) = entry?;
-            let k = k.value();
-            let slot = B256::from_slice(&k[32..64]);
-            let block = changeset_block(&k[64..])?;
-            if block <= self.after || self.last == Some(slot) {
-                continue;
+    /// The next slot changed after `after`, if there is one up to `bound` (inclusive; none: no
+    /// bound). Slots looked at are not looked at again.
+    fn next_until(&mut self, bound: Option<B256>) -> Result<Option<(B256, U256)>, StoreError> {
+        let beyond = |slot: &B256| bound.is_some_and(|bound| *slot > bound);
+        let last: [u8; 72] = history_key(
+            &storage_key(&self.account, &B256::repeat_byte(0xff)),
+            u64::MAX,
+        );
+        while let Some(from) = self.next_from {
+            if beyond(&from) {
+                return Ok(None);
             }
-            self.last = Some(slot);
-            return Ok(Some((slot, U256::from_be_slice(v.value()))));
+            let first: [u8; 72] = history_key(&storage_key(&self.account, &from), 0);
+            let Some(entry) = self
+                .history
+                .range(first.as_slice()..=last.as_slice())?
+                .next()
+            else {
+                self.next_from = None;
+                return Ok(None);
+            };
+            let slot = B256::from_slice(&entry?.0.value()[32..64]);
+            if beyond(&slot) {
+                self.next_from = Some(slot);
+                return Ok(None);
+            }
+            self.next_from = U256::from_be_bytes(slot.0)
+                .checked_add(U256::from(1))
+                .map(B256::from);
+            let key = storage_key(&self.account, &slot);
+            let (later, end): ([u8; 72], [u8; 72]) = (
+                history_key(&key, self.after.saturating_add(1)),
+                history_key(&key, u64::MAX),
+            );
+            if let Some(entry) = self
+                .history
+                .range(later.as_slice()..=end.as_slice())?
+                .next()
+            {
+                let value = U256::from_be_slice(entry?.1.value());
+                return Ok(Some((slot, value)));
+            }
         }
         Ok(None)
     }
