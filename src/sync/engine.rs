@@ -664,6 +664,29 @@ mod reorg_tests {
         Recovered::new_unchecked(envelope, signer)
     }
 
+    /// A forkchoice on `head` and the attributes of a proposal on it (12 s later, paid to
+    /// `fee_recipient`, no withdrawals).
+    fn proposal_on(
+        head: &alloy::consensus::Sealed<alloy::consensus::Header>,
+        fee_recipient: Address,
+    ) -> (ForkchoiceState, PayloadAttributes) {
+        let state = ForkchoiceState {
+            head_block_hash: head.hash(),
+            safe_block_hash: B256::ZERO,
+            finalized_block_hash: B256::ZERO,
+        };
+        let attributes = PayloadAttributes {
+            timestamp: head.timestamp + 12,
+            prev_randao: B256::repeat_byte(9),
+            suggested_fee_recipient: fee_recipient,
+            withdrawals: Some(vec![]),
+            parent_beacon_block_root: Some(B256::repeat_byte(3)),
+            slot_number: None,
+            target_gas_limit: None,
+        };
+        (state, attributes)
+    }
+
     fn block_of(b: &NewBlock) -> Block<TxEnvelope> {
         Block {
             header: b.header.inner().clone(),
@@ -811,21 +834,8 @@ mod reorg_tests {
         let head = node.head_header().unwrap();
         let tx = transfer(KEY0, 0, X, 1_000);
         pool.insert(tx.clone()).unwrap();
-        let state = ForkchoiceState {
-            head_block_hash: head.hash(),
-            safe_block_hash: B256::ZERO,
-            finalized_block_hash: B256::ZERO,
-        };
         let fee_recipient = address!("00000000000000000000000000000000000000fe");
-        let attributes = PayloadAttributes {
-            timestamp: head.timestamp + 12,
-            prev_randao: B256::repeat_byte(9),
-            suggested_fee_recipient: fee_recipient,
-            withdrawals: Some(vec![]),
-            parent_beacon_block_root: Some(B256::repeat_byte(3)),
-            slot_number: None,
-            target_gas_limit: None,
-        };
+        let (state, attributes) = proposal_on(&head, fee_recipient);
         let updated = api
             .forkchoice_updated_with(state, Some((3, attributes.clone())))
             .unwrap();
@@ -1219,20 +1229,7 @@ mod reorg_tests {
         pool.insert_with_sidecar(taken.clone(), per_blob).unwrap();
         pool.insert_with_sidecar(blob_tx(KEY1), per_cell).unwrap();
 
-        let state = ForkchoiceState {
-            head_block_hash: head.hash(),
-            safe_block_hash: B256::ZERO,
-            finalized_block_hash: B256::ZERO,
-        };
-        let attributes = PayloadAttributes {
-            timestamp: head.timestamp + 12,
-            prev_randao: B256::repeat_byte(9),
-            suggested_fee_recipient: X,
-            withdrawals: Some(vec![]),
-            parent_beacon_block_root: Some(B256::repeat_byte(3)),
-            slot_number: None,
-            target_gas_limit: None,
-        };
+        let (state, attributes) = proposal_on(&head, X);
         let id = api
             .forkchoice_updated_with(state, Some((3, attributes)))
             .unwrap()
