@@ -649,6 +649,23 @@ mod reorg_tests {
         signed(&key, tx)
     }
 
+    /// A blob transaction from `key` to Y carrying the blob `versioned` names (no sidecar).
+    fn blob_transfer(key: &str, nonce: u64, versioned: B256) -> Recovered<TxEnvelope> {
+        let key = SigningKey::from_slice(&alloy::hex::decode(key).unwrap()).unwrap();
+        let tx = alloy::consensus::TxEip4844 {
+            chain_id: crate::chain::DEV_CHAIN_ID,
+            nonce,
+            gas_limit: 21_000,
+            max_fee_per_gas: 100_000_000_000,
+            max_priority_fee_per_gas: 1_000_000_000,
+            to: Y,
+            blob_versioned_hashes: vec![versioned],
+            max_fee_per_blob_gas: 1_000_000_000,
+            ..Default::default()
+        };
+        signed(&key, tx)
+    }
+
     /// `tx` signed with `key`, with its sender.
     fn signed<T>(key: &SigningKey, tx: T) -> Recovered<TxEnvelope>
     where
@@ -865,23 +882,9 @@ mod reorg_tests {
         // transaction would not (no sidecar to publish), a plain one does.
         let late = transfer(KEY1, 0, Y, 5);
         pool.insert(late.clone()).unwrap();
-        let blob = {
-            let key = SigningKey::from_slice(&alloy::hex::decode(KEY1).unwrap()).unwrap();
-            let mut versioned = B256::repeat_byte(5);
-            versioned.0[0] = 1;
-            let tx = alloy::consensus::TxEip4844 {
-                chain_id: crate::chain::DEV_CHAIN_ID,
-                nonce: 1,
-                gas_limit: 21_000,
-                max_fee_per_gas: 100_000_000_000,
-                max_priority_fee_per_gas: 1_000_000_000,
-                to: Y,
-                blob_versioned_hashes: vec![versioned],
-                max_fee_per_blob_gas: 1_000_000_000,
-                ..Default::default()
-            };
-            signed(&key, tx)
-        };
+        let mut versioned = B256::repeat_byte(5);
+        versioned.0[0] = 1;
+        let blob = blob_transfer(KEY1, 1, versioned);
         pool.insert(blob.clone()).unwrap();
         // Nor would a dev node's impersonated transaction (no other node could check it).
         let impersonated = {
@@ -1200,20 +1203,7 @@ mod reorg_tests {
 
         let commitment = Bytes48::repeat_byte(0xc0);
         let versioned = kzg_to_versioned_hash(commitment.as_slice());
-        let blob_tx = |key: &str| {
-            let key = SigningKey::from_slice(&alloy::hex::decode(key).unwrap()).unwrap();
-            let tx = alloy::consensus::TxEip4844 {
-                chain_id: crate::chain::DEV_CHAIN_ID,
-                gas_limit: 21_000,
-                max_fee_per_gas: 100_000_000_000,
-                max_priority_fee_per_gas: 1_000_000_000,
-                to: Y,
-                blob_versioned_hashes: vec![versioned],
-                max_fee_per_blob_gas: 1_000_000_000,
-                ..Default::default()
-            };
-            signed(&key, tx)
-        };
+        let blob_tx = |key: &str| blob_transfer(key, 0, versioned);
         let proof = Bytes48::repeat_byte(0x77);
         let per_blob = BlobTransactionSidecarVariant::Eip4844(BlobTransactionSidecar {
             blobs: vec![Blob::ZERO],
