@@ -1,9 +1,10 @@
 //! EIP-1186 proofs (`eth_getProof`): the account-trie path to one account and the storage-trie
 //! paths to some of its slots, in the state after any stored block.
 //!
-//! Like the state root (see `trie.rs`), a proof rebuilds the tries from the hashed state tables
-//! (turned back to the wanted block with the history overlay), retaining the nodes on the way
-//! to each target. The rebuilt root is checked against the block's header, so a proof that
+//! Like the state root (see `trie.rs`), a proof rebuilds the tries from the hashed state tables,
+//! retaining the nodes on the way to each target: the account trie from the accounts turned back
+//! to the wanted block with the history of the accounts changed since, a storage trie from its
+//! account's slots as they stood then (only the slots of the accounts proved are read). The rebuilt root is checked against the block's header, so a proof that
 //! would not verify is an error rather than an answer.
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use revm::primitives::KECCAK_EMPTY;
 use super::{
     codec::{hash_address, StoredAccount},
     state,
+    state::HistoricalState,
     trie::{HashedOverlay, StateSource},
     Store, StoreError, TableSource, ACCOUNTS, STORAGE,
 };
@@ -32,12 +34,22 @@ type RawTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
 /// The state after a canonical block as the trie builders read it.
 pub(super) struct StateTables {
     pub header: Sealed<Header>,
-    /// The hashed state tables, as of the latest block.
-    pub source: StateTablesSource,
-    /// What turns `source` back into the block's state.
-    pub overlay: HashedOverlay,
     /// Every account of the block's state, by hashed address.
     pub accounts: BTreeMap<B256, StoredAccount>,
+    /// The block's state on the same snapshot, for the slots of the accounts a trie is built
+    /// for (read on demand: a block's accounts need no one else's storage).
+    state: HistoricalState,
+}
+
+impl StateTables {
+    /// Every non-zero slot of the account with hashed address `hashed`, by hashed slot.
+    pub fn slots(&self, hashed: &B256) -> Result<BTreeMap<B256, U256>, StoreError> {
+        Ok(self
+            .state
+            .storage_page_of(*hashed, &B256::ZERO, usize::MAX)?
+            .into_iter()
+            .collect())
+    }
 }
 
 impl Store {
@@ -46,28 +58,28 @@ impl Store {
         let header = self
             .header_raw(number)?
             .ok_or_else(|| StoreError::Corrupt(format!("no header for block {number}")))?;
-        let (source, overlay) = self.hashed_state(number)?;
-        let accounts = accounts_at(&source, &overlay)?;
-        Ok(StateTables {
-            header,
-            source,
-            overlay,
-            accounts,
-        })
-    }
-
-    /// The hashed tables of one snapshot and what turns them into the state after block
-    /// `number`.
-    fn hashed_state(&self, number: u64) -> Result<(StateTablesSource, HashedOverlay), StoreError> {
+        // One snapshot: the accounts (the stored ones under what later blocks changed) and
+        // the state their storage is read from must agree.
         let tx = self.db().begin_read()?;
         let latest = super::view::snapshot_head(&tx)?.max(number);
         let overlay = if number < latest {
-            state::revert_overlay(&tx, number)?
+            state::revert_accounts(&tx, number)?
         } else {
             HashedOverlay::default()
         };
-        let source = TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?);
-        Ok((source, overlay))
+        let source: StateTablesSource =
+            TableSource::from_tables(tx.open_table(ACCOUNTS)?, tx.open_table(STORAGE)?);
+        let accounts = accounts_at(&source, &overlay)?;
+        let state = HistoricalState::new(
+            std::sync::Arc::new(state::StateTables::open(&tx)?),
+            number,
+            latest,
+        );
+        Ok(StateTables {
+            header,
+            accounts,
+            state,
+        })
     }
 
     /// The proof of `address` and `keys` in the state after canonical block `number`.
@@ -77,12 +89,8 @@ impl Store {
         address: Address,
         keys: &[JsonStorageKey],
     ) -> Result<EIP1186AccountProofResponse, StoreError> {
-        let StateTables {
-            header,
-            source,
-            overlay,
-            accounts,
-        } = self.state_tables(number)?;
+        let tables = self.state_tables(number)?;
+        let (header, accounts) = (&tables.header, &tables.accounts);
 
         let hashed = hash_address(&address);
         let (state_root, mut account_proofs) = prove(
@@ -103,7 +111,7 @@ impl Store {
         let account = accounts.get(&hashed).copied();
         let storage_proof = match account {
             Some(account) if account.storage_root != EMPTY_ROOT_HASH && !keys.is_empty() => {
-                let slots = slots_at(&source, &overlay, &hashed)?;
+                let slots = tables.slots(&hashed)?;
                 let targets: Vec<B256> = keys.iter().map(|key| keccak256(key.as_b256())).collect();
                 // One build of the storage trie retains the paths to every requested slot.
                 let (root, proofs) = prove(
@@ -183,29 +191,6 @@ fn accounts_at<S: StateSource<Error = StoreError>>(
         }
     }
     Ok(accounts)
-}
-
-/// The non-zero slots of one account in the state `overlay` turns the stored state into.
-pub(super) fn slots_at<S: StateSource<Error = StoreError>>(
-    source: &S,
-    overlay: &HashedOverlay,
-    hashed: &B256,
-) -> Result<BTreeMap<B256, U256>, StoreError> {
-    let mut slots = BTreeMap::new();
-    let changes = overlay.storage.get(hashed);
-    if !changes.is_some_and(|c| c.wiped) {
-        source.for_each_slot(hashed, &mut |k, v| {
-            slots.insert(k, v);
-        })?;
-    }
-    for (slot, value) in changes.iter().flat_map(|c| c.slots.iter()) {
-        if value.is_zero() {
-            slots.remove(slot);
-        } else {
-            slots.insert(*slot, *value);
-        }
-    }
-    Ok(slots)
 }
 
 /// The root of the trie of `leaves` (ascending keys) and, for each of `targets`, the nodes on

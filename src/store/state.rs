@@ -104,7 +104,16 @@ impl HistoricalState {
         start: &B256,
         limit: usize,
     ) -> Result<Vec<(B256, U256)>, StoreError> {
-        let hashed = hash_address(address);
+        self.storage_page_of(hash_address(address), start, limit)
+    }
+
+    /// [`Self::storage_page`] of the account with hashed address `hashed`.
+    pub(crate) fn storage_page_of(
+        &self,
+        hashed: B256,
+        start: &B256,
+        limit: usize,
+    ) -> Result<Vec<(B256, U256)>, StoreError> {
         let last = B256::repeat_byte(0xff);
         let (first, end) = (storage_key(&hashed, start), storage_key(&hashed, &last));
         let mut now = SlotCursor(
@@ -302,6 +311,18 @@ impl DatabaseRef for HistoricalState {
 /// What it takes to turn the current state back into the state after block `base`: for every
 /// account and slot changed after `base`, its value at `base`.
 pub(crate) fn revert_overlay(tx: &ReadTransaction, base: u64) -> Result<HashedOverlay, StoreError> {
+    let mut overlay = revert_accounts(tx, base)?;
+    revert_storage(tx, base, &mut overlay)?;
+    Ok(overlay)
+}
+
+/// [`revert_overlay`]'s accounts alone: for every account changed after `base`, its value at
+/// `base` (its storage root among them). Enough for the account trie; a storage trie is then
+/// read a page at a time (see [`HistoricalState::storage_page`]).
+pub(crate) fn revert_accounts(
+    tx: &ReadTransaction,
+    base: u64,
+) -> Result<HashedOverlay, StoreError> {
     let mut overlay = HashedOverlay::default();
     let account_changes = tx.open_table(ACCOUNT_CHANGESETS)?;
     let account_history = tx.open_table(ACCOUNT_HISTORY)?;
@@ -328,6 +349,16 @@ pub(crate) fn revert_overlay(tx: &ReadTransaction, base: u64) -> Result<HashedOv
             }),
         );
     }
+    Ok(overlay)
+}
+
+/// Adds to `overlay` every slot changed after `base`, with its value at `base`.
+fn revert_storage(
+    tx: &ReadTransaction,
+    base: u64,
+    overlay: &mut HashedOverlay,
+) -> Result<(), StoreError> {
+    let from = (base + 1).to_be_bytes();
     let storage_changes = tx.open_table(STORAGE_CHANGESETS)?;
     let storage_history = tx.open_table(STORAGE_HISTORY)?;
     let mut seen: BTreeMap<(B256, B256), ()> = BTreeMap::new();
@@ -351,7 +382,7 @@ pub(crate) fn revert_overlay(tx: &ReadTransaction, base: u64) -> Result<HashedOv
             .slots
             .insert(slot, prev);
     }
-    Ok(overlay)
+    Ok(())
 }
 
 /// The block a changeset key (`block ++ rest`) belongs to.

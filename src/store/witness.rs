@@ -13,11 +13,7 @@ use alloy::primitives::{keccak256, Bytes, B256, U256};
 use alloy_trie::{proof::ProofRetainer, HashBuilder, Nibbles, EMPTY_ROOT_HASH};
 use simnode_api::StateChanges;
 
-use super::{
-    codec::hash_address,
-    proof::{check_storage_root, slots_at, StateTables},
-    Store, StoreError,
-};
+use super::{codec::hash_address, proof::check_storage_root, Store, StoreError};
 use crate::exec::witness::Reads;
 
 impl Store {
@@ -29,12 +25,8 @@ impl Store {
         reads: &Reads,
         changes: &StateChanges,
     ) -> Result<Vec<Bytes>, StoreError> {
-        let StateTables {
-            header,
-            source,
-            overlay,
-            accounts,
-        } = self.state_tables(number)?;
+        let tables = self.state_tables(number)?;
+        let (header, accounts) = (&tables.header, &tables.accounts);
 
         let mut nodes = BTreeSet::new();
         let read: BTreeSet<B256> = reads.accounts.iter().map(hash_address).collect();
@@ -77,7 +69,7 @@ impl Store {
                     .collect(),
                 _ => BTreeMap::new(),
             };
-            let stored = slots_at(&source, &overlay, &hashed)?;
+            let stored = tables.slots(&hashed)?;
             let read: BTreeSet<B256> = slots.iter().map(slot_key).collect();
             let deleted: Vec<B256> = written
                 .iter()
