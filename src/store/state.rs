@@ -122,12 +122,12 @@ impl HistoricalState {
                 .range(first.as_slice()..=end.as_slice())?,
         );
         // History only matters when blocks after `number` exist.
-        let mut past = ChangedSlots {
-            history: &self.tables.storage_history,
-            account: hashed,
-            after: self.number,
-            next_from: self.historical.then_some(*start),
-        };
+        let mut past = ChangedSlots::new(
+            &self.tables.storage_history,
+            hashed,
+            self.number,
+            self.historical.then_some(start),
+        );
         let mut current = now.next()?;
         // Invariant: `changed` is the first slot changed after `number` from where the walk
         // is, up to `current` (none if there is none): the history is read only as far as the
@@ -200,64 +200,120 @@ impl SlotCursor<'_> {
     }
 }
 
+/// Old entries of one slot read one after the other before the walk seeks past them.
+const OLD_ENTRIES_BEFORE_SEEKING: usize = 8;
+
 /// The slots of one account that blocks after `after` changed, each with its value after
 /// `after` (before the first such change), walked in slot order through the storage history
-/// (keys `account ++ slot ++ block`, ascending by slot, then block) with two lookups a slot:
-/// its first entry, then its first entry after `after`. A slot's older entries are never read.
+/// (keys `account ++ slot ++ block`, ascending by slot, then block). The walk reads entries one
+/// after the other, as most slots have few; it seeks past a slot once its first entry after
+/// `after` is found, and past the older entries of a slot that has many.
 struct ChangedSlots<'a> {
     history: &'a Table,
     account: B256,
     after: u64,
-    /// The smallest slot not looked at yet; none: the walk is over (or was never needed).
-    next_from: Option<B256>,
+    /// Where the walk goes on from: the entries from there on (opened when first needed).
+    walk: Option<HistoryWalk<'a>>,
+    /// The first key the walk has not passed; none: the walk is over (or was never needed).
+    from: Option<[u8; 72]>,
 }
 
-impl ChangedSlots<'_> {
+/// An open range over the history, and an entry read from it but not used yet.
+struct HistoryWalk<'a> {
+    entries: redb::Range<'a, &'static [u8], &'static [u8]>,
+    held: Option<(B256, u64, U256)>,
+}
+
+impl<'a> ChangedSlots<'a> {
+    fn new(history: &'a Table, account: B256, after: u64, start: Option<&B256>) -> Self {
+        Self {
+            history,
+            account,
+            after,
+            walk: None,
+            from: start.map(|start| history_key(&storage_key(&account, start), 0)),
+        }
+    }
+
     /// The next slot changed after `after`, if there is one up to `bound` (inclusive; none: no
-    /// bound). Slots looked at are not looked at again.
+    /// bound). The walk does not go past `bound`.
     fn next_until(&mut self, bound: Option<B256>) -> Result<Option<(B256, U256)>, StoreError> {
-        let beyond = |slot: &B256| bound.is_some_and(|bound| *slot > bound);
-        let last: [u8; 72] = history_key(
-            &storage_key(&self.account, &B256::repeat_byte(0xff)),
-            u64::MAX,
-        );
-        while let Some(from) = self.next_from {
-            if beyond(&from) {
+        let mut old = (B256::ZERO, 0usize);
+        while let Some((slot, block, value)) = self.peek()? {
+            if bound.is_some_and(|bound| slot > bound) {
                 return Ok(None);
             }
-            let first: [u8; 72] = history_key(&storage_key(&self.account, &from), 0);
-            let Some(entry) = self
-                .history
-                .range(first.as_slice()..=last.as_slice())?
-                .next()
-            else {
-                self.next_from = None;
-                return Ok(None);
-            };
-            let slot = B256::from_slice(&entry?.0.value()[32..64]);
-            if beyond(&slot) {
-                self.next_from = Some(slot);
-                return Ok(None);
-            }
-            self.next_from = U256::from_be_bytes(slot.0)
-                .checked_add(U256::from(1))
-                .map(B256::from);
-            let key = storage_key(&self.account, &slot);
-            let (later, end): ([u8; 72], [u8; 72]) = (
-                history_key(&key, self.after.saturating_add(1)),
-                history_key(&key, u64::MAX),
-            );
-            if let Some(entry) = self
-                .history
-                .range(later.as_slice()..=end.as_slice())?
-                .next()
-            {
-                let value = U256::from_be_slice(entry?.1.value());
+            if block > self.after {
+                // Entries of a slot ascend by block: this is its first one after `after`.
+                self.seek(slot_after(&slot).map(|next| (next, 0)));
                 return Ok(Some((slot, value)));
+            }
+            self.take();
+            old = if old.0 == slot {
+                (slot, old.1 + 1)
+            } else {
+                (slot, 1)
+            };
+            if old.1 >= OLD_ENTRIES_BEFORE_SEEKING {
+                self.seek(Some((slot, self.after.saturating_add(1))));
             }
         }
         Ok(None)
     }
+
+    /// The next entry of the walk, left in place.
+    fn peek(&mut self) -> Result<Option<(B256, u64, U256)>, StoreError> {
+        let Some(from) = self.from else {
+            return Ok(None);
+        };
+        if self.walk.is_none() {
+            let last: [u8; 72] = history_key(
+                &storage_key(&self.account, &B256::repeat_byte(0xff)),
+                u64::MAX,
+            );
+            self.walk = Some(HistoryWalk {
+                entries: self.history.range(from.as_slice()..=last.as_slice())?,
+                held: None,
+            });
+        }
+        let Some(walk) = self.walk.as_mut() else {
+            return Ok(None);
+        };
+        if walk.held.is_none() {
+            let Some(entry) = walk.entries.next() else {
+                self.from = None;
+                return Ok(None);
+            };
+            let (k, v) = entry?;
+            let k = k.value();
+            walk.held = Some((
+                B256::from_slice(&k[32..64]),
+                changeset_block(&k[64..])?,
+                U256::from_be_slice(v.value()),
+            ));
+        }
+        Ok(walk.held)
+    }
+
+    /// Passes over the entry [`Self::peek`] gave.
+    fn take(&mut self) {
+        if let Some(walk) = self.walk.as_mut() {
+            walk.held = None;
+        }
+    }
+
+    /// Goes on from slot and block `to` (none: past the last slot) with a new range.
+    fn seek(&mut self, to: Option<(B256, u64)>) {
+        self.walk = None;
+        self.from = to.map(|(slot, block)| history_key(&storage_key(&self.account, &slot), block));
+    }
+}
+
+/// The slot after `slot` in key order; none after the last.
+fn slot_after(slot: &B256) -> Option<B256> {
+    U256::from_be_bytes(slot.0)
+        .checked_add(U256::from(1))
+        .map(B256::from)
 }
 
 fn state_err(e: impl std::fmt::Display) -> StateError {
