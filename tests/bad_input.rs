@@ -16,14 +16,19 @@ use support::{
     reth_trace_dir, Fixture, Node,
 };
 
-/// geth answers these with -32603 itself (core.ErrNonceMax, core.ErrEmptyAuthList,
-/// core.ErrMissingBlobHashes and core.ErrBlobFeeCapTooLow in eth_simulateV1, which has no code
-/// of the spec for them), and the fixtures expect it for the first three.
+/// eth_simulateV1 refusals geth answers with -32603 itself: the spec has no code for them, and
+/// its txValidationError gives its default (core.ErrNonceMax, ErrEmptyAuthList,
+/// ErrMissingBlobHashes, ErrBlobFeeCapTooLow, ErrBlobTxCreate, ErrGasLimitTooHigh, a blob hash
+/// of another version, too many blobs). The fixtures expect it for the first three.
 const GETH_INTERNAL_ERRORS: &[&str] = &[
     "nonce has max value",
     "empty authorization list",
     "empty blobs",
     "max fee per blob gas less than block blob gas fee",
+    "has invalid hash version",
+    "blob transaction of type create",
+    "blob transaction has too many blobs",
+    "transaction gas limit too high",
 ];
 
 fn seed_requests() -> Vec<Value> {

@@ -463,6 +463,59 @@ fn a_blob_fee_cap_under_the_blob_base_fee_is_geths_internal_error() {
     assert_eq!(ok_blocks(&resp)[0]["calls"][0]["status"], "0x1", "{resp}");
 }
 
+/// Blob calls the EVM refuses before running them, with no code of the spec: geth's -32603 in
+/// its words. A hash of another version than KZG's, more blobs than a transaction may carry
+/// (six from Osaka on, the chain's fork at its head).
+#[test]
+fn malformed_blob_calls_are_geths_internal_errors() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let from = "0xc000000000000000000000000000000000000000";
+    let kzg = "0x010657f37554c781402a22917dee2f75def7ab966d7b770905398eba3c444014";
+    let other = "0x020657f37554c781402a22917dee2f75def7ab966d7b770905398eba3c444014";
+    for (call, words) in [
+        (
+            json!({"from": from, "to": from, "blobVersionedHashes": [kzg, other]}),
+            "blob 1 has invalid hash version",
+        ),
+        (
+            json!({"from": from, "to": from, "blobVersionedHashes": vec![kzg; 7]}),
+            "blob transaction has too many blobs: have 7, max 6",
+        ),
+    ] {
+        let payload = json!({"blockStateCalls": [{"calls": [call]}]});
+        let resp = answer(&sim, &request(payload));
+        assert_eq!(resp["error"]["code"], -32603, "{resp}");
+        let message = resp["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{message}");
+    }
+}
+
+/// Without validation a blob call that names no blob fee cap is not held to the blob base fee
+/// (geth skips the check for a zero cap) but still pays the blob fee: it runs when the sender
+/// can pay it, and is short of funds (-38014) when it cannot. With validation it is refused.
+#[test]
+fn a_blob_call_without_a_fee_cap_runs_without_validation() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let from = "0xc000000000000000000000000000000000000000";
+    let kzg = "0x010657f37554c781402a22917dee2f75def7ab966d7b770905398eba3c444014";
+    let call = json!({"from": from, "to": from, "blobVersionedHashes": [kzg]});
+    let payload = |validation: bool, balance: &str| {
+        json!({"validation": validation, "blockStateCalls": [{
+            "blockOverrides": {"blobBaseFee": "0x2"},
+            "stateOverrides": {from: {"balance": balance}},
+            "calls": [call],
+        }]})
+    };
+    let resp = answer(&sim, &request(payload(false, "0x40000")));
+    let block = &ok_blocks(&resp)[0];
+    assert_eq!(block["calls"][0]["status"], "0x1", "{resp}");
+    assert_eq!(block["blobGasUsed"], "0x20000");
+    let resp = answer(&sim, &request(payload(false, "0x3ffff")));
+    assert_eq!(resp["error"]["code"], -38014, "one wei short: {resp}");
+    let resp = answer(&sim, &request(payload(true, "0x40000")));
+    assert!(resp["error"].is_object(), "{resp}");
+}
+
 /// Answers one request through the module's RPC methods, as the server calls them (the
 /// first run on the calling thread, within `evm_inline_budget`, then on the blocking pool).
 fn answer_rpc(limits: RpcLimits, request: &Value) -> Value {

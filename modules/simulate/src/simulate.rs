@@ -746,6 +746,15 @@ impl Runner<'_> {
         } else {
             tx_type
         };
+        // Without validation geth skips the blob fee check of a call with no blob fee cap (the
+        // blob fee is still charged): the EVM is given the block's blob price as the cap. The
+        // transaction keeps the cap the call named.
+        let max_fee_per_blob_gas = match call.max_fee_per_blob_gas.unwrap_or_default() {
+            0 if !self.validate && !blob_hashes.is_empty() => alloy_evm::Evm::block(evm)
+                .blob_excess_gas_and_price
+                .map_or(0, |blob| blob.blob_gasprice),
+            cap => cap,
+        };
         let tx_env = TxEnv {
             tx_type: exec_type,
             caller: from,
@@ -764,7 +773,7 @@ impl Runner<'_> {
             access_list: access_list.clone(),
             gas_priority_fee: (exec_type >= 2).then_some(tip),
             blob_hashes: blob_hashes.clone(),
-            max_fee_per_blob_gas: call.max_fee_per_blob_gas.unwrap_or_default(),
+            max_fee_per_blob_gas,
             authorization_list: authorizations
                 .clone()
                 .unwrap_or_default()
@@ -1076,12 +1085,32 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
             SimulateCode::BlockGasLimitExceeded,
             msg("block gas limit reached".into()),
         ),
-        // The spec has no code for it: geth answers -32603, as for every refusal without one.
+        // The rest have no code in the spec: geth answers each with -32603 (its
+        // txValidationError's default), in its own words.
         I::BlobGasPriceGreaterThanMax {
             block_blob_gas_price,
             tx_max_fee_per_blob_gas,
         } => RpcError::Internal(msg(format!(
             "max fee per blob gas less than block blob gas fee: address {from} blobGasFeeCap: {tx_max_fee_per_blob_gas}, blobBaseFee: {block_blob_gas_price}"
+        ))),
+        I::BlobVersionNotSupported => {
+            let kzg = alloy::eips::eip4844::VERSIONED_HASH_VERSION_KZG;
+            let index = call
+                .tx_env
+                .blob_hashes
+                .iter()
+                .position(|hash| hash[0] != kzg)
+                .unwrap_or_default();
+            RpcError::Internal(msg(format!("blob {index} has invalid hash version")))
+        }
+        I::BlobCreateTransaction => {
+            RpcError::Internal(msg("blob transaction of type create".into()))
+        }
+        I::TooManyBlobs { have, max } => RpcError::Internal(msg(format!(
+            "blob transaction has too many blobs: have {have}, max {max}"
+        ))),
+        I::TxGasLimitGreaterThanCap { gas_limit, cap } => RpcError::Internal(msg(format!(
+            "transaction gas limit too high (cap: {cap}, tx: {gas_limit})"
         ))),
         other => RpcError::Internal(msg(other.to_string())),
     }
