@@ -18,8 +18,9 @@ use support::{
 
 /// eth_simulateV1 refusals geth answers with -32603 itself: the spec has no code for them, and
 /// its txValidationError gives its default (core.ErrNonceMax, ErrEmptyAuthList,
-/// ErrMissingBlobHashes, ErrBlobFeeCapTooLow, ErrBlobTxCreate, ErrGasLimitTooHigh, a blob hash
-/// of another version, too many blobs). The fixtures expect it for the first three.
+/// ErrMissingBlobHashes, ErrBlobFeeCapTooLow, ErrBlobTxCreate, ErrGasLimitTooHigh,
+/// ErrTxTypeNotSupported, a blob hash of another version, too many blobs). The fixtures expect
+/// it for the first three.
 const GETH_INTERNAL_ERRORS: &[&str] = &[
     "nonce has max value",
     "empty authorization list",
@@ -29,6 +30,7 @@ const GETH_INTERNAL_ERRORS: &[&str] = &[
     "blob transaction of type create",
     "blob transaction has too many blobs",
     "transaction gas limit too high",
+    "transaction type not supported",
 ];
 
 fn seed_requests() -> Vec<Value> {

@@ -490,6 +490,27 @@ fn malformed_blob_calls_are_geths_internal_errors() {
     }
 }
 
+/// On a block before Cancun (the chain's genesis) a blob call is a transaction type the fork
+/// does not have: geth's -32603 with its words, as eth_call's -32000 has them.
+#[test]
+fn a_blob_call_before_cancun_is_a_type_not_supported() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let from = "0xc000000000000000000000000000000000000000";
+    let kzg = "0x010657f37554c781402a22917dee2f75def7ab966d7b770905398eba3c444014";
+    let payload = json!({"blockStateCalls": [{"calls": [
+        {"from": from, "to": from, "blobVersionedHashes": [kzg], "maxFeePerBlobGas": "0x1"}
+    ]}]});
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1",
+        "params": [payload, "earliest"]});
+    let resp = answer(&sim, &request);
+    assert_eq!(resp["error"]["code"], -32603, "{resp}");
+    let message = resp["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("transaction type not supported: blob tx (sender 0xC000"),
+        "{message}"
+    );
+}
+
 /// Without validation a blob call that names no blob fee cap is not held to the blob base fee
 /// (geth skips the check for a zero cap) but still pays the blob fee: it runs when the sender
 /// can pay it, and is short of funds (-38014) when it cannot. With validation it is refused.

@@ -124,6 +124,35 @@ pub fn invalid_tx_message(err: &InvalidTransaction, caller: Address) -> String {
         }
         InvalidTransaction::CreateInitCodeSizeLimit => "max initcode size exceeded".into(),
         InvalidTransaction::RejectCallerWithCode => format!("sender not an eoa: address {caller}"),
+        // A field of a transaction type the block's fork does not have.
+        InvalidTransaction::Eip2930NotSupported | InvalidTransaction::AccessListNotSupported => {
+            format!("transaction type not supported: access list tx (sender {caller})")
+        }
+        InvalidTransaction::Eip4844NotSupported
+        | InvalidTransaction::BlobVersionedHashesNotSupported
+        | InvalidTransaction::MaxFeePerBlobGasNotSupported => {
+            format!("transaction type not supported: blob tx (sender {caller})")
+        }
+        InvalidTransaction::Eip7702NotSupported
+        | InvalidTransaction::AuthorizationListNotSupported => {
+            format!("transaction type not supported: setcode tx (sender {caller})")
+        }
+        InvalidTransaction::BlobGasPriceGreaterThanMax {
+            block_blob_gas_price,
+            tx_max_fee_per_blob_gas,
+        } => format!(
+            "max fee per blob gas less than block blob gas fee: address {caller} blobGasFeeCap: {tx_max_fee_per_blob_gas}, blobBaseFee: {block_blob_gas_price}"
+        ),
+        InvalidTransaction::BlobVersionNotSupported => {
+            "blob transaction has a blob hash of invalid version".into()
+        }
+        InvalidTransaction::BlobCreateTransaction => "blob transaction of type create".into(),
+        InvalidTransaction::TooManyBlobs { have, max } => {
+            format!("blob transaction has too many blobs: have {have}, max {max}")
+        }
+        InvalidTransaction::TxGasLimitGreaterThanCap { gas_limit, cap } => {
+            format!("transaction gas limit too high (cap: {cap}, tx: {gas_limit})")
+        }
         other => other.to_string(),
     }
 }

@@ -1087,12 +1087,6 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
         ),
         // The rest have no code in the spec: geth answers each with -32603 (its
         // txValidationError's default), in its own words.
-        I::BlobGasPriceGreaterThanMax {
-            block_blob_gas_price,
-            tx_max_fee_per_blob_gas,
-        } => RpcError::Internal(msg(format!(
-            "max fee per blob gas less than block blob gas fee: address {from} blobGasFeeCap: {tx_max_fee_per_blob_gas}, blobBaseFee: {block_blob_gas_price}"
-        ))),
         I::BlobVersionNotSupported => {
             let kzg = alloy::eips::eip4844::VERSIONED_HASH_VERSION_KZG;
             let index = call
@@ -1103,16 +1097,9 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
                 .unwrap_or_default();
             RpcError::Internal(msg(format!("blob {index} has invalid hash version")))
         }
-        I::BlobCreateTransaction => {
-            RpcError::Internal(msg("blob transaction of type create".into()))
-        }
-        I::TooManyBlobs { have, max } => RpcError::Internal(msg(format!(
-            "blob transaction has too many blobs: have {have}, max {max}"
+        other => RpcError::Internal(msg(simnode_api::vm_messages::invalid_tx_message(
+            &other, from,
         ))),
-        I::TxGasLimitGreaterThanCap { gas_limit, cap } => RpcError::Internal(msg(format!(
-            "transaction gas limit too high (cap: {cap}, tx: {gas_limit})"
-        ))),
-        other => RpcError::Internal(msg(other.to_string())),
     }
 }
 
