@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 const MAX_POOL_SIZE: usize = 10_000;
 /// Most blobs whose sidecars are kept at once (a blob is 128 KiB, so about 64 MiB); a blob
 /// transaction that would take the pool past it is refused.
-pub const MAX_POOL_BLOBS: usize = 512;
+pub(crate) const MAX_POOL_BLOBS: usize = 512;
 /// A replacement must pay at least this much more (percent), as geth requires.
 const PRICE_BUMP_PERCENT: u128 = 10;
 

@@ -64,10 +64,7 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     let sender = tx
         .recover_signer()
         .map_err(|_| RpcError::Server("invalid sender".into()))?;
-    check(ctx, &tx, sender)?;
-    if let Some(sidecar) = &sidecar {
-        check_sidecar_version(ctx, sidecar)?;
-    }
+    check(ctx, &tx, sender, sidecar.as_ref())?;
     let tx = Recovered::new_unchecked(tx, sender);
     match sidecar {
         Some(sidecar) => ctx.pool.insert_with_sidecar(tx, sidecar),
@@ -80,7 +77,7 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
 /// node's signed and impersonated transactions through it (the latter's sender cannot be
 /// recovered).
 pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult<B256> {
-    check(ctx, &tx, sender)?;
+    check(ctx, &tx, sender, None)?;
     ctx.pool.insert(Recovered::new_unchecked(tx, sender))
 }
 
@@ -88,13 +85,10 @@ pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult
 /// per blob before Osaka, a proof per cell (EIP-7594) from it on. A proposer could not
 /// publish the blobs of another version.
 fn check_sidecar_version(
-    ctx: &ModuleContext,
     sidecar: &BlobTransactionSidecarVariant,
+    spec: revm::primitives::hardfork::SpecId,
 ) -> RpcResult<()> {
-    let head = ctx.chain.head().latest;
-    let header = ctx.chain.header(head)?.ok_or(RpcError::HeaderNotFound)?;
-    let osaka =
-        ctx.spec.spec_id(head + 1, header.timestamp) >= revm::primitives::hardfork::SpecId::OSAKA;
+    let osaka = spec >= revm::primitives::hardfork::SpecId::OSAKA;
     match (sidecar, osaka) {
         (BlobTransactionSidecarVariant::Eip4844(_), true) => Err(RpcError::Server(
             "unexpected blob sidecar with a proof per blob after Osaka: send one with a proof per cell (EIP-7594)".into(),
@@ -107,8 +101,13 @@ fn check_sidecar_version(
 }
 
 /// eth_sendRawTransaction's checks of `tx` from `sender` against the latest state, as geth's
-/// pool makes them.
-fn check(ctx: &ModuleContext, tx: &TxEnvelope, sender: Address) -> RpcResult<()> {
+/// pool makes them, and of the sidecar it came with, if any.
+fn check(
+    ctx: &ModuleContext,
+    tx: &TxEnvelope,
+    sender: Address,
+    sidecar: Option<&BlobTransactionSidecarVariant>,
+) -> RpcResult<()> {
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
             return Err(RpcError::Server(
@@ -152,6 +151,9 @@ fn check(ctx: &ModuleContext, tx: &TxEnvelope, sender: Address) -> RpcResult<()>
             account.balance,
             cost - account.balance
         )));
+    }
+    if let Some(sidecar) = sidecar {
+        check_sidecar_version(sidecar, spec_id)?;
     }
     Ok(())
 }
