@@ -662,8 +662,8 @@ fn dev_node_logging_turns_off_and_on() {
 
 /// A blob transaction sent in its network form (with blobs, commitments and cell proofs) is
 /// mined as the transaction alone: its raw bytes hash to its hash, as any client computes the
-/// block's transactions root over them. A sidecar that does not belong to the transaction is
-/// refused.
+/// block's transactions root over them. A sidecar that does not belong to the transaction, or
+/// whose proofs are false, is refused.
 #[test]
 fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     use alloy::{eips::eip7594::CELLS_PER_EXT_BLOB, primitives::keccak256};
@@ -697,6 +697,10 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     other.0[31] ^= 1;
     refused(network_form(1, other, CELLS_PER_EXT_BLOB), "mismatches");
     refused(network_form(1, versioned, 1), "proofs");
+    refused(
+        support::dev_blob_tx(1, &[versioned], support::BlobForm::FalseCellProofs),
+        "KZG verification error",
+    );
     // The dev chain is Osaka: a sidecar with a proof per blob could not be published.
     refused(
         support::dev_blob_tx(1, &[versioned], support::BlobForm::BlobProof),
@@ -742,6 +746,30 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     // Still nothing of nonce 1 waits: every refusal left the pool alone.
     let waiting = node.result("txpool_status", json!([]));
     assert_eq!(waiting["pending"], "0x0", "{waiting}");
+
+    // Blobs with data, their commitments and proofs made by the KZG library: taken; with a
+    // cell's proof moved to another cell: refused.
+    let mut blobs = vec![alloy::eips::eip4844::Blob::ZERO; 2];
+    blobs[0][31] = 0x42;
+    blobs[1][1000] = 0x07;
+    let sidecar =
+        alloy::eips::eip7594::BlobTransactionSidecarEip7594::try_from_blobs_with_settings(
+            blobs,
+            alloy::eips::eip4844::env_settings::EnvKzgSettings::Default.get(),
+        )
+        .expect("blobs of field elements");
+    let mut moved = sidecar.clone();
+    moved.cell_proofs.swap(0, 1);
+    refused(
+        support::dev_blob_tx_with(1, moved.into()),
+        "KZG verification error",
+    );
+    let hash = node.result(
+        "eth_sendRawTransaction",
+        json!([support::dev_blob_tx_with(1, sidecar.into())]),
+    );
+    let receipt = receipt_when_mined(&node, "the data blobs' receipt", &hash);
+    assert_eq!(receipt["blobGasUsed"], "0x40000", "{receipt}");
 }
 
 /// EIP-7966, as geth serves it: eth_sendRawTransactionSync answers with the receipt of the block

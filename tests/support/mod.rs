@@ -677,23 +677,71 @@ pub enum BlobForm {
     Bare,
     /// With an EIP-7594 sidecar of this many cell proofs (128 a blob make it whole).
     CellProofs(usize),
+    /// With a whole EIP-7594 sidecar whose cell proofs are points of the curve but prove
+    /// nothing (the group's generator).
+    FalseCellProofs,
     /// With a sidecar of one proof per blob (the form before Osaka).
     BlobProof,
+}
+
+/// The compressed generator of BLS12-381's G1: a valid point, and no blob's KZG proof.
+fn g1_generator() -> alloy::primitives::FixedBytes<48> {
+    alloy::primitives::fixed_bytes!(
+        "97f1d3a73197d7942695638c4fa9ac0fc3688c4f9774b905a14e3a3f171bac586c55e83ff97a1aeffb3af00adb22c6bb"
+    )
 }
 
 /// A blob transaction from [`DEV_KEY0`]'s account on the dev chain (id 1337): nonce `nonce`, 1
 /// wei to 0x..b10b, an all-zero blob under each of `versioned`, in `form`. Signed, as
 /// eth_sendRawTransaction takes it.
 pub fn dev_blob_tx(nonce: u64, versioned: &[alloy::primitives::B256], form: BlobForm) -> String {
+    use alloy::eips::{
+        eip4844::{Blob, BlobTransactionSidecar},
+        eip7594::{
+            BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB,
+        },
+    };
+    let blobs = versioned.len();
+    let cell_proofs = |proofs, proof| {
+        BlobTransactionSidecarVariant::Eip7594(BlobTransactionSidecarEip7594 {
+            blobs: vec![Blob::ZERO; blobs],
+            commitments: vec![infinity_point(); blobs],
+            cell_proofs: vec![proof; proofs],
+        })
+    };
+    let sidecar = match form {
+        BlobForm::Bare => None,
+        BlobForm::CellProofs(proofs) => Some(cell_proofs(proofs, infinity_point())),
+        BlobForm::FalseCellProofs => Some(cell_proofs(blobs * CELLS_PER_EXT_BLOB, g1_generator())),
+        BlobForm::BlobProof => Some(BlobTransactionSidecarVariant::Eip4844(
+            BlobTransactionSidecar {
+                blobs: vec![Blob::ZERO; blobs],
+                commitments: vec![infinity_point(); blobs],
+                proofs: vec![infinity_point(); blobs],
+            },
+        )),
+    };
+    signed_blob_tx(nonce, versioned.to_vec(), sidecar)
+}
+
+/// [`dev_blob_tx`] carrying `sidecar`, under the versioned hashes of its commitments.
+pub fn dev_blob_tx_with(
+    nonce: u64,
+    sidecar: alloy::eips::eip7594::BlobTransactionSidecarVariant,
+) -> String {
+    signed_blob_tx(nonce, sidecar.versioned_hashes().collect(), Some(sidecar))
+}
+
+fn signed_blob_tx(
+    nonce: u64,
+    versioned: Vec<alloy::primitives::B256>,
+    sidecar: Option<alloy::eips::eip7594::BlobTransactionSidecarVariant>,
+) -> String {
     use alloy::{
         consensus::{
             SignableTransaction, TxEip4844, TxEip4844Variant, TxEip4844WithSidecar, TxEnvelope,
         },
-        eips::{
-            eip4844::{Blob, BlobTransactionSidecar},
-            eip7594::{BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant},
-            Encodable2718,
-        },
+        eips::Encodable2718,
         primitives::{address, U256},
     };
     let tx = TxEip4844 {
@@ -704,27 +752,9 @@ pub fn dev_blob_tx(nonce: u64, versioned: &[alloy::primitives::B256], form: Blob
         max_priority_fee_per_gas: 1_000_000_000,
         to: address!("000000000000000000000000000000000000b10b"),
         value: U256::from(1u64),
-        blob_versioned_hashes: versioned.to_vec(),
+        blob_versioned_hashes: versioned,
         max_fee_per_blob_gas: 10_000_000_000,
         ..Default::default()
-    };
-    let blobs = versioned.len();
-    let sidecar = match form {
-        BlobForm::Bare => None,
-        BlobForm::CellProofs(proofs) => Some(BlobTransactionSidecarVariant::Eip7594(
-            BlobTransactionSidecarEip7594 {
-                blobs: vec![Blob::ZERO; blobs],
-                commitments: vec![infinity_point(); blobs],
-                cell_proofs: vec![infinity_point(); proofs],
-            },
-        )),
-        BlobForm::BlobProof => Some(BlobTransactionSidecarVariant::Eip4844(
-            BlobTransactionSidecar {
-                blobs: vec![Blob::ZERO; blobs],
-                commitments: vec![infinity_point(); blobs],
-                proofs: vec![infinity_point(); blobs],
-            },
-        )),
     };
     let variant = match sidecar {
         Some(sidecar) => {

@@ -240,7 +240,7 @@ pub trait EthApi {
     fn logs(&self, filter: Value) -> JsonRpcResult<Answer<Vec<Log>>>;
 
     #[method(name = "eth_sendRawTransaction")]
-    fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256>;
+    async fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256>;
     /// EIP-7966: eth_sendRawTransaction, then the receipt once a block takes the transaction.
     #[method(name = "eth_sendRawTransactionSync")]
     async fn send_raw_transaction_sync(
@@ -837,8 +837,8 @@ impl EthApiServer for Eth {
         Ok(answer_value(RawAnswerSlot::of(ext).as_ref(), logs))
     }
 
-    fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256> {
-        send::send_raw_transaction(&self.ctx, &raw).map_err(send::submit_error)
+    async fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256> {
+        send::send_raw_transaction_blocking(&self.ctx, raw.into()).await
     }
 
     async fn send_raw_transaction_sync(
@@ -847,7 +847,7 @@ impl EthApiServer for Eth {
         wait_ms: Option<simnode_api::count::Count>,
     ) -> JsonRpcResult<TransactionReceipt> {
         let wait = self.ctx.limits.tx_sync_wait(wait_ms.map(|w| w.0));
-        send_sync::send_and_wait(&self.ctx, &raw, wait).await
+        send_sync::send_and_wait(&self.ctx, raw.into(), wait).await
     }
 
     fn config(&self) -> JsonRpcResult<config::EthConfig> {

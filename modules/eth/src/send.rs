@@ -6,7 +6,10 @@ use alloy::{
         transaction::{Recovered, SignerRecoverable},
         Signed, Transaction as _, TxEip4844Variant, TxEnvelope,
     },
-    eips::eip7594::{BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB},
+    eips::{
+        eip4844::env_settings::EnvKzgSettings,
+        eip7594::{BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB},
+    },
     primitives::{Address, B256, U256},
 };
 use revm::DatabaseRef;
@@ -38,6 +41,20 @@ pub fn submit_error(err: RpcError) -> jsonrpsee::types::ErrorObjectOwned {
 pub const TX_MAX_SIZE: usize = 128 * 1024;
 /// Encoded size limit of a blob transaction with its sidecar.
 pub const BLOB_TX_MAX_SIZE: usize = 2 * 1024 * 1024;
+
+/// [`send_raw_transaction`] on the blocking pool, with eth_sendRawTransaction's error codes:
+/// the check of a blob sidecar's KZG proofs takes milliseconds of CPU, which must not hold up
+/// the runtime's other requests.
+pub async fn send_raw_transaction_blocking(
+    ctx: &ModuleContext,
+    raw: Vec<u8>,
+) -> Result<B256, jsonrpsee::types::ErrorObjectOwned> {
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || send_raw_transaction(&ctx, &raw))
+        .await
+        .map_err(RpcError::internal)?
+        .map_err(submit_error)
+}
 
 pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> {
     if raw.is_empty() {
@@ -154,8 +171,19 @@ fn check(
     }
     if let Some(sidecar) = sidecar {
         check_sidecar_version(sidecar, spec_id)?;
+        verify_blob_proofs(tx.blob_versioned_hashes().unwrap_or_default(), sidecar)?;
     }
     Ok(())
+}
+
+/// Verifies a sidecar's KZG proofs against its blobs and commitments (a proof per blob, or per
+/// cell since EIP-7594), as geth's and reth's pools do: the pool hands the blobs to a proposer,
+/// whose block's blobs would not be available if a proof were false. The last of eth_sendRawTransaction's
+/// checks, being the costly one (milliseconds per blob).
+fn verify_blob_proofs(hashes: &[B256], sidecar: &BlobTransactionSidecarVariant) -> RpcResult<()> {
+    sidecar
+        .validate(hashes, EnvKzgSettings::Default.get())
+        .map_err(|err| RpcError::Server(format!("KZG verification error: {err}")))
 }
 
 /// The transaction a block carries for `tx`, without the sidecar a blob transaction sent in
@@ -171,7 +199,7 @@ pub(crate) fn without_sidecar(tx: TxEnvelope) -> RpcResult<TxEnvelope> {
 /// The sidecar must belong to the transaction, as geth checks: one blob and commitment per
 /// versioned hash, each commitment hashing to its versioned hash, and as many proofs as the
 /// sidecar's version asks (one per blob, or one per cell since EIP-7594). The KZG proofs
-/// themselves are not verified (no KZG library in the node).
+/// themselves are verified later, after the cheaper checks (see `verify_blob_proofs`).
 pub(crate) fn split_sidecar(
     tx: TxEnvelope,
 ) -> RpcResult<(TxEnvelope, Option<BlobTransactionSidecarVariant>)> {
@@ -350,5 +378,80 @@ mod submit_error_tests {
         );
         let e = submit_error(server("nonce too low: next nonce 1, tx nonce 0"));
         assert_eq!(e.message(), "nonce too low: next nonce 1, tx nonce 0");
+    }
+}
+
+#[cfg(test)]
+mod blob_proof_tests {
+    use alloy::eips::{
+        eip4844::{Blob, BlobTransactionSidecar},
+        eip7594::BlobTransactionSidecarEip7594,
+    };
+
+    use super::*;
+
+    /// Two blobs with data in them (each 32-byte element stays below the field's modulus).
+    fn blobs() -> Vec<Blob> {
+        let mut blobs = vec![Blob::ZERO; 2];
+        blobs[0][31] = 1;
+        blobs[0][40] = 0x5a;
+        blobs[1][63] = 7;
+        blobs
+    }
+
+    fn verified(sidecar: BlobTransactionSidecarVariant) -> RpcResult<()> {
+        let hashes: Vec<B256> = sidecar.versioned_hashes().collect();
+        verify_blob_proofs(&hashes, &sidecar)
+    }
+
+    fn refused_for_its_proofs(sidecar: BlobTransactionSidecarVariant) {
+        match verified(sidecar) {
+            Err(RpcError::Server(message)) => {
+                assert!(message.starts_with("KZG verification error"), "{message}")
+            }
+            other => panic!("not refused for its proofs: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_proof_per_blob_must_prove_its_blob() {
+        let sidecar = BlobTransactionSidecar::try_from_blobs_with_settings(
+            blobs(),
+            EnvKzgSettings::Default.get(),
+        )
+        .expect("valid blobs");
+        assert!(verified(BlobTransactionSidecarVariant::Eip4844(sidecar.clone())).is_ok());
+
+        let mut swapped = sidecar.clone();
+        swapped.proofs.swap(0, 1);
+        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip4844(swapped));
+
+        // A blob changed after its commitment and proof were made.
+        let mut changed = sidecar;
+        changed.blobs[1][95] = 1;
+        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip4844(changed));
+    }
+
+    #[test]
+    fn a_proof_per_cell_must_prove_its_cell() {
+        let sidecar = BlobTransactionSidecarEip7594::try_from_blobs_with_settings(
+            blobs(),
+            EnvKzgSettings::Default.get(),
+        )
+        .expect("valid blobs");
+        assert!(verified(BlobTransactionSidecarVariant::Eip7594(sidecar.clone())).is_ok());
+
+        let mut swapped = sidecar.clone();
+        swapped.cell_proofs.swap(3, 4);
+        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip7594(swapped));
+
+        let mut changed = sidecar.clone();
+        changed.blobs[0][40] = 0x5b;
+        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip7594(changed));
+
+        // Not a point of the curve at all.
+        let mut garbage = sidecar;
+        garbage.cell_proofs[0] = alloy::primitives::FixedBytes::repeat_byte(0x11);
+        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip7594(garbage));
     }
 }

@@ -35,12 +35,12 @@ fn carries(event: &ChainEvent, hash: &B256) -> bool {
 /// Sends `raw` to the pool and waits up to `wait` for a block to take it.
 pub async fn send_and_wait(
     ctx: &ModuleContext,
-    raw: &[u8],
+    raw: Vec<u8>,
     wait: Duration,
 ) -> Result<TransactionReceipt, jsonrpsee::types::ErrorObjectOwned> {
     // Before the pool sees it: the block that takes it may be built before `send` returns.
     let mut events = ctx.chain.chain_events();
-    let hash = send::send_raw_transaction(ctx, raw).map_err(send::submit_error)?;
+    let hash = send::send_raw_transaction_blocking(ctx, raw).await?;
     let deadline = Instant::now() + wait;
     Ok(wait_for_receipt(ctx, hash, &mut events, deadline, wait).await?)
 }
