@@ -5,12 +5,15 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
 };
 
 use alloy::{
     consensus::{transaction::Recovered, Transaction, TxEnvelope},
-    eips::eip7594::BlobTransactionSidecarVariant,
+    eips::{eip4844::env_settings::EnvKzgSettings, eip7594::BlobTransactionSidecarVariant},
     primitives::{Address, B256},
 };
 use simnode_api::{events::EventSender, PoolEvent, RpcError, RpcResult, TxPool};
@@ -49,6 +52,8 @@ pub struct Pool {
     pub added: Notify,
     /// Every accepted transaction, for `eth_subscribe("newPendingTransactions")`.
     events: EventSender<PoolEvent>,
+    /// Whether sidecars are being converted to cell proofs (see [`Pool::convert_to_cell_proofs`]).
+    converting: AtomicBool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -150,6 +155,56 @@ impl Pool {
     /// The sidecar blob transaction `hash` came with, if it is waiting and came with one.
     pub fn sidecar(&self, hash: &B256) -> Option<Arc<BlobTransactionSidecarVariant>> {
         self.lock().sidecars.get(hash).cloned()
+    }
+
+    /// Converts, on a thread of its own, the sidecars with a proof per blob of the waiting
+    /// transactions `hashes` to sidecars with EIP-7594's proof per cell, the only kind a block
+    /// publishes from Osaka on, so that blob transactions that waited across the fork are not
+    /// stuck (geth's pool converts them too). A blob's cell proofs take a fraction of a second
+    /// to compute, so the payload build that finds such sidecars starts this and goes on
+    /// without them; a later build takes them. One conversion runs at a time (a call while one
+    /// runs does nothing); a transaction that leaves meanwhile is skipped.
+    pub fn convert_to_cell_proofs(self: &Arc<Self>, hashes: Vec<B256>) {
+        if hashes.is_empty() || self.converting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let pool = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("cell-proofs".into())
+            .spawn(move || {
+                for hash in hashes {
+                    pool.convert_one(hash);
+                }
+                pool.converting.store(false, Ordering::Release);
+            });
+        if let Err(err) = spawned {
+            tracing::warn!(%err, "cannot start converting blob sidecars to cell proofs");
+            self.converting.store(false, Ordering::Release);
+        }
+    }
+
+    fn convert_one(&self, hash: B256) {
+        let Some(sidecar) = self.sidecar(&hash) else {
+            return;
+        };
+        let BlobTransactionSidecarVariant::Eip4844(per_blob) = &*sidecar else {
+            return;
+        };
+        match per_blob.clone().try_into_7594(EnvKzgSettings::Default.get()) {
+            Ok(per_cell) => {
+                let mut inner = self.lock();
+                // Unless the transaction left, or came back with another sidecar, meanwhile.
+                if let Some(kept) = inner.sidecars.get_mut(&hash) {
+                    if Arc::ptr_eq(kept, &sidecar) {
+                        *kept = Arc::new(per_cell.into());
+                        inner.revision += 1;
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%hash, ?err, "cannot compute the cell proofs of a blob sidecar")
+            }
+        }
     }
 
     /// The sidecar holding the blob with versioned hash `versioned`, and the blob's index in

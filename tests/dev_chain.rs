@@ -701,11 +701,6 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
         support::dev_blob_tx(1, &[versioned], support::BlobForm::FalseCellProofs),
         "KZG verification error",
     );
-    // The dev chain is Osaka: a sidecar with a proof per blob could not be published.
-    refused(
-        support::dev_blob_tx(1, &[versioned], support::BlobForm::BlobProof),
-        "after Osaka",
-    );
     // Blob transactions no block could take, refused rather than left waiting for ever.
     let bare = |hashes: &[alloy::primitives::B256]| {
         support::dev_blob_tx(1, hashes, support::BlobForm::Bare)
@@ -749,13 +744,14 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
 
     // Blobs with data, their commitments and proofs made by the KZG library: taken; with a
     // cell's proof moved to another cell: refused.
+    let kzg = alloy::eips::eip4844::env_settings::EnvKzgSettings::Default.get();
     let mut blobs = vec![alloy::eips::eip4844::Blob::ZERO; 2];
     blobs[0][31] = 0x42;
     blobs[1][1000] = 0x07;
     let sidecar =
         alloy::eips::eip7594::BlobTransactionSidecarEip7594::try_from_blobs_with_settings(
-            blobs,
-            alloy::eips::eip4844::env_settings::EnvKzgSettings::Default.get(),
+            blobs.clone(),
+            kzg,
         )
         .expect("blobs of field elements");
     let mut moved = sidecar.clone();
@@ -770,6 +766,24 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     );
     let receipt = receipt_when_mined(&node, "the data blobs' receipt", &hash);
     assert_eq!(receipt["blobGasUsed"], "0x40000", "{receipt}");
+
+    // The dev chain is Osaka: a sidecar with a proof per blob, as tools made them before it, is
+    // taken (its cells' proofs computed), unless a proof is false.
+    let per_blob =
+        alloy::eips::eip4844::BlobTransactionSidecar::try_from_blobs_with_settings(blobs, kzg)
+            .expect("blobs of field elements");
+    let mut false_proof = per_blob.clone();
+    false_proof.proofs.swap(0, 1);
+    refused(
+        support::dev_blob_tx_with(2, false_proof.into()),
+        "KZG verification error",
+    );
+    let hash = node.result(
+        "eth_sendRawTransaction",
+        json!([support::dev_blob_tx_with(2, per_blob.into())]),
+    );
+    let receipt = receipt_when_mined(&node, "the proof-per-blob receipt", &hash);
+    assert_eq!(receipt["status"], "0x1", "{receipt}");
 }
 
 /// EIP-7966, as geth serves it: eth_sendRawTransactionSync answers with the receipt of the block

@@ -1246,4 +1246,57 @@ mod reorg_tests {
         );
         assert_eq!(bundle["blobs"].as_array().unwrap().len(), 1);
     }
+    /// A blob transaction that came before Osaka with a proof per blob and still waits when
+    /// the payloads are Osaka's is not stuck: the first build leaves it out and has the pool
+    /// compute its cells' proofs, and a later build takes it with them.
+    #[test]
+    fn a_sidecar_that_waited_across_osaka_gets_cell_proofs() {
+        use alloy::eips::{
+            eip4844::{env_settings::EnvKzgSettings, Blob, BlobTransactionSidecar},
+            eip7594::{BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant},
+        };
+        use simnode_api::TxPool as _;
+        let mut genesis = crate::chain::dev_genesis();
+        genesis.config.osaka_time = Some(genesis.timestamp + 6);
+        let node = ScratchStore::open("osaka-conversion", &genesis);
+        let pool = Arc::new(Pool::default());
+        let api = EngineApi::new(node.clone(), pool.clone());
+        let head = node.head_header().unwrap();
+
+        let kzg = EnvKzgSettings::Default.get();
+        let mut blobs = vec![Blob::ZERO];
+        blobs[0][31] = 0x42;
+        let per_blob = BlobTransactionSidecar::try_from_blobs_with_settings(blobs.clone(), kzg)
+            .expect("a blob of field elements");
+        let per_cell = BlobTransactionSidecarEip7594::try_from_blobs_with_settings(blobs, kzg)
+            .expect("a blob of field elements");
+        let versioned = per_blob.versioned_hashes().next().unwrap();
+        let tx = blob_transfer(KEY0, 0, versioned);
+        let hash = *tx.tx_hash();
+        pool.insert_with_sidecar(tx, per_blob.into()).unwrap();
+
+        let (state, attributes) = proposal_on(&head, X);
+        let id = api
+            .forkchoice_updated_with(state, Some((3, attributes)))
+            .unwrap()
+            .payload_id
+            .expect("a build started");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !matches!(
+            pool.sidecar(&hash).as_deref(),
+            Some(BlobTransactionSidecarVariant::Eip7594(_))
+        ) {
+            assert!(std::time::Instant::now() < deadline, "never converted");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let envelope = api.get_payload(5, id).unwrap();
+        let payload: ExecutionPayloadV3 =
+            serde_json::from_value(envelope["executionPayload"].clone()).unwrap();
+        let txs = &payload.payload_inner.payload_inner.transactions;
+        assert_eq!(txs.len(), 1, "taken once it has cell proofs");
+        assert_eq!(alloy::primitives::keccak256(&txs[0]), hash);
+        let bundle = &envelope["blobsBundle"];
+        assert_eq!(bundle["commitments"], serde_json::json!(per_cell.commitments));
+        assert_eq!(bundle["proofs"], serde_json::json!(per_cell.cell_proofs));
+    }
 }

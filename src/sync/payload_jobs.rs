@@ -138,15 +138,18 @@ pub fn payload_id(
 
 /// Builds a block on `parent` from the pool, leaving out what cannot be included, and what no
 /// other node could take from a proposer: blob transactions without a sidecar of the
-/// payload's fork to publish, and a dev node's impersonated transactions.
+/// payload's fork to publish, and a dev node's impersonated transactions. Sidecars with a
+/// proof per blob that an Osaka payload leaves out are converted to cell proofs in the
+/// background, for the builds after it.
 pub fn build_from_pool(
     store: &Store,
-    pool: &Pool,
+    pool: &Arc<Pool>,
     parent: &Sealed<Header>,
     attributes: &PayloadAttributes,
 ) -> Result<BuiltPayload, ErrorObjectOwned> {
     let fork = PayloadFork::at(store.spec(), attributes.timestamp);
     let mut sidecars = HashMap::new();
+    let mut per_blob = Vec::new();
     let candidates: Vec<_> = pool
         .pending()
         .into_iter()
@@ -164,10 +167,16 @@ pub fn build_from_pool(
                     sidecars.insert(hash, sidecar);
                     true
                 }
+                // A proof per blob, which no block publishes from Osaka on.
+                Some(_) if fork >= PayloadFork::Osaka => {
+                    per_blob.push(hash);
+                    false
+                }
                 _ => false,
             }
         })
         .collect();
+    pool.convert_to_cell_proofs(per_blob);
     let mut built = payload::build(
         store,
         parent,

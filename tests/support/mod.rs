@@ -680,8 +680,6 @@ pub enum BlobForm {
     /// With a whole EIP-7594 sidecar whose cell proofs are points of the curve but prove
     /// nothing (the group's generator).
     FalseCellProofs,
-    /// With a sidecar of one proof per blob (the form before Osaka).
-    BlobProof,
 }
 
 /// The compressed generator of BLS12-381's G1: a valid point, and no blob's KZG proof.
@@ -696,7 +694,7 @@ fn g1_generator() -> alloy::primitives::FixedBytes<48> {
 /// eth_sendRawTransaction takes it.
 pub fn dev_blob_tx(nonce: u64, versioned: &[alloy::primitives::B256], form: BlobForm) -> String {
     use alloy::eips::{
-        eip4844::{Blob, BlobTransactionSidecar},
+        eip4844::Blob,
         eip7594::{
             BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB,
         },
@@ -713,13 +711,6 @@ pub fn dev_blob_tx(nonce: u64, versioned: &[alloy::primitives::B256], form: Blob
         BlobForm::Bare => None,
         BlobForm::CellProofs(proofs) => Some(cell_proofs(proofs, infinity_point())),
         BlobForm::FalseCellProofs => Some(cell_proofs(blobs * CELLS_PER_EXT_BLOB, g1_generator())),
-        BlobForm::BlobProof => Some(BlobTransactionSidecarVariant::Eip4844(
-            BlobTransactionSidecar {
-                blobs: vec![Blob::ZERO; blobs],
-                commitments: vec![infinity_point(); blobs],
-                proofs: vec![infinity_point(); blobs],
-            },
-        )),
     };
     signed_blob_tx(nonce, versioned.to_vec(), sidecar)
 }

@@ -81,7 +81,7 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     let sender = tx
         .recover_signer()
         .map_err(|_| RpcError::Server("invalid sender".into()))?;
-    check(ctx, &tx, sender, sidecar.as_ref())?;
+    let sidecar = check(ctx, &tx, sender, sidecar)?;
     let tx = Recovered::new_unchecked(tx, sender);
     match sidecar {
         Some(sidecar) => ctx.pool.insert_with_sidecar(tx, sidecar),
@@ -98,33 +98,15 @@ pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult
     ctx.pool.insert(Recovered::new_unchecked(tx, sender))
 }
 
-/// A sidecar must be of the version the next block's fork publishes, as reth checks: a proof
-/// per blob before Osaka, a proof per cell (EIP-7594) from it on. A proposer could not
-/// publish the blobs of another version.
-fn check_sidecar_version(
-    sidecar: &BlobTransactionSidecarVariant,
-    spec: revm::primitives::hardfork::SpecId,
-) -> RpcResult<()> {
-    let osaka = spec >= revm::primitives::hardfork::SpecId::OSAKA;
-    match (sidecar, osaka) {
-        (BlobTransactionSidecarVariant::Eip4844(_), true) => Err(RpcError::Server(
-            "unexpected blob sidecar with a proof per blob after Osaka: send one with a proof per cell (EIP-7594)".into(),
-        )),
-        (BlobTransactionSidecarVariant::Eip7594(_), false) => Err(RpcError::Server(
-            "unexpected blob sidecar with a proof per cell (EIP-7594) before Osaka: send one with a proof per blob".into(),
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// eth_sendRawTransaction's checks of `tx` from `sender` against the latest state, as geth's
-/// pool makes them, and of the sidecar it came with, if any.
+/// pool makes them, and of the sidecar it came with, if any: that sidecar as the pool is to
+/// keep it (see [`publishable_sidecar`]).
 fn check(
     ctx: &ModuleContext,
     tx: &TxEnvelope,
     sender: Address,
-    sidecar: Option<&BlobTransactionSidecarVariant>,
-) -> RpcResult<()> {
+    sidecar: Option<BlobTransactionSidecarVariant>,
+) -> RpcResult<Option<BlobTransactionSidecarVariant>> {
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
             return Err(RpcError::Server(
@@ -169,21 +151,43 @@ fn check(
             cost - account.balance
         )));
     }
-    if let Some(sidecar) = sidecar {
-        check_sidecar_version(sidecar, spec_id)?;
-        verify_blob_proofs(tx.blob_versioned_hashes().unwrap_or_default(), sidecar)?;
-    }
-    Ok(())
+    // Last, being the costly check (milliseconds per blob).
+    let hashes = tx.blob_versioned_hashes().unwrap_or_default();
+    sidecar
+        .map(|sidecar| publishable_sidecar(hashes, sidecar, spec_id))
+        .transpose()
 }
 
-/// Verifies a sidecar's KZG proofs against its blobs and commitments (a proof per blob, or per
-/// cell since EIP-7594), as geth's and reth's pools do: the pool hands the blobs to a proposer,
-/// whose block's blobs would not be available if a proof were false. The last of eth_sendRawTransaction's
-/// checks, being the costly one (milliseconds per blob).
-fn verify_blob_proofs(hashes: &[B256], sidecar: &BlobTransactionSidecarVariant) -> RpcResult<()> {
+/// `sidecar` in the version the next block's fork publishes, its KZG proofs verified against
+/// its blobs and commitments, as geth's and reth's pools verify them: the pool hands the blobs to
+/// a proposer, whose block's blobs would not be available if a proof were false.
+///
+/// The version is a proof per blob before Osaka and a proof per cell (EIP-7594) from it on. A
+/// sidecar with a proof per blob, which wallets and libraries made before Osaka, is converted
+/// from then on (its cells' proofs computed from the blobs), as geth and erigon convert it; one
+/// with cell proofs before Osaka is refused, as the pool could not publish it.
+fn publishable_sidecar(
+    hashes: &[B256],
+    sidecar: BlobTransactionSidecarVariant,
+    spec: revm::primitives::hardfork::SpecId,
+) -> RpcResult<BlobTransactionSidecarVariant> {
+    let osaka = spec >= revm::primitives::hardfork::SpecId::OSAKA;
+    if !osaka && matches!(sidecar, BlobTransactionSidecarVariant::Eip7594(_)) {
+        return Err(RpcError::Server(
+            "unexpected blob sidecar with a proof per cell (EIP-7594) before Osaka: send one with a proof per blob".into(),
+        ));
+    }
+    let settings = EnvKzgSettings::Default.get();
     sidecar
-        .validate(hashes, EnvKzgSettings::Default.get())
-        .map_err(|err| RpcError::Server(format!("KZG verification error: {err}")))
+        .validate(hashes, settings)
+        .map_err(|err| RpcError::Server(format!("KZG verification error: {err}")))?;
+    match sidecar {
+        BlobTransactionSidecarVariant::Eip4844(legacy) if osaka => legacy
+            .try_into_7594(settings)
+            .map(BlobTransactionSidecarVariant::Eip7594)
+            .map_err(|err| RpcError::Server(format!("blob sidecar conversion failed: {err:?}"))),
+        sidecar => Ok(sidecar),
+    }
 }
 
 /// The transaction a block carries for `tx`, without the sidecar a blob transaction sent in
@@ -387,6 +391,7 @@ mod blob_proof_tests {
         eip4844::{Blob, BlobTransactionSidecar},
         eip7594::BlobTransactionSidecarEip7594,
     };
+    use revm::primitives::hardfork::SpecId;
 
     use super::*;
 
@@ -399,59 +404,84 @@ mod blob_proof_tests {
         blobs
     }
 
-    fn verified(sidecar: BlobTransactionSidecarVariant) -> RpcResult<()> {
-        let hashes: Vec<B256> = sidecar.versioned_hashes().collect();
-        verify_blob_proofs(&hashes, &sidecar)
+    fn per_blob() -> BlobTransactionSidecar {
+        BlobTransactionSidecar::try_from_blobs_with_settings(blobs(), EnvKzgSettings::Default.get())
+            .expect("valid blobs")
     }
 
-    fn refused_for_its_proofs(sidecar: BlobTransactionSidecarVariant) {
-        match verified(sidecar) {
-            Err(RpcError::Server(message)) => {
-                assert!(message.starts_with("KZG verification error"), "{message}")
-            }
-            other => panic!("not refused for its proofs: {other:?}"),
+    fn per_cell() -> BlobTransactionSidecarEip7594 {
+        BlobTransactionSidecarEip7594::try_from_blobs_with_settings(
+            blobs(),
+            EnvKzgSettings::Default.get(),
+        )
+        .expect("valid blobs")
+    }
+
+    /// `sidecar` as the pool keeps it for a block of fork `spec`.
+    fn published(
+        sidecar: impl Into<BlobTransactionSidecarVariant>,
+        spec: SpecId,
+    ) -> RpcResult<BlobTransactionSidecarVariant> {
+        let sidecar = sidecar.into();
+        let hashes: Vec<B256> = sidecar.versioned_hashes().collect();
+        publishable_sidecar(&hashes, sidecar, spec)
+    }
+
+    fn refused(result: RpcResult<BlobTransactionSidecarVariant>, words: &str) {
+        match result {
+            Err(RpcError::Server(message)) => assert!(message.contains(words), "{message}"),
+            other => panic!("not refused with {words:?}: {other:?}"),
         }
     }
 
     #[test]
     fn a_proof_per_blob_must_prove_its_blob() {
-        let sidecar = BlobTransactionSidecar::try_from_blobs_with_settings(
-            blobs(),
-            EnvKzgSettings::Default.get(),
-        )
-        .expect("valid blobs");
-        assert!(verified(BlobTransactionSidecarVariant::Eip4844(sidecar.clone())).is_ok());
+        let sidecar = per_blob();
+        let kept = published(sidecar.clone(), SpecId::PRAGUE).expect("true proofs");
+        assert_eq!(kept, sidecar.clone().into(), "kept as sent before Osaka");
 
         let mut swapped = sidecar.clone();
         swapped.proofs.swap(0, 1);
-        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip4844(swapped));
+        refused(published(swapped, SpecId::PRAGUE), "KZG verification error");
 
         // A blob changed after its commitment and proof were made.
         let mut changed = sidecar;
         changed.blobs[1][95] = 1;
-        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip4844(changed));
+        refused(published(changed, SpecId::PRAGUE), "KZG verification error");
     }
 
     #[test]
     fn a_proof_per_cell_must_prove_its_cell() {
-        let sidecar = BlobTransactionSidecarEip7594::try_from_blobs_with_settings(
-            blobs(),
-            EnvKzgSettings::Default.get(),
-        )
-        .expect("valid blobs");
-        assert!(verified(BlobTransactionSidecarVariant::Eip7594(sidecar.clone())).is_ok());
+        let sidecar = per_cell();
+        let kept = published(sidecar.clone(), SpecId::OSAKA).expect("true proofs");
+        assert_eq!(kept, sidecar.clone().into());
 
         let mut swapped = sidecar.clone();
         swapped.cell_proofs.swap(3, 4);
-        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip7594(swapped));
+        refused(published(swapped, SpecId::OSAKA), "KZG verification error");
 
         let mut changed = sidecar.clone();
         changed.blobs[0][40] = 0x5b;
-        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip7594(changed));
+        refused(published(changed, SpecId::OSAKA), "KZG verification error");
 
         // Not a point of the curve at all.
-        let mut garbage = sidecar;
+        let mut garbage = sidecar.clone();
         garbage.cell_proofs[0] = alloy::primitives::FixedBytes::repeat_byte(0x11);
-        refused_for_its_proofs(BlobTransactionSidecarVariant::Eip7594(garbage));
+        refused(published(garbage, SpecId::OSAKA), "KZG verification error");
+
+        // Before Osaka no proposer could publish cell proofs.
+        refused(published(sidecar, SpecId::PRAGUE), "before Osaka");
+    }
+
+    /// From Osaka on a sidecar with a proof per blob is taken with the proofs of its cells
+    /// computed, the ones a sidecar made for Osaka has; a false one is still refused.
+    #[test]
+    fn from_osaka_a_proof_per_blob_becomes_a_proof_per_cell() {
+        let converted = published(per_blob(), SpecId::OSAKA).expect("true proofs");
+        assert_eq!(converted, per_cell().into());
+
+        let mut swapped = per_blob();
+        swapped.proofs.swap(0, 1);
+        refused(published(swapped, SpecId::OSAKA), "KZG verification error");
     }
 }
