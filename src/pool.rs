@@ -13,7 +13,7 @@ use std::{
 
 use alloy::{
     consensus::{transaction::Recovered, Transaction, TxEnvelope},
-    eips::{eip4844::env_settings::EnvKzgSettings, eip7594::BlobTransactionSidecarVariant},
+    eips::eip7594::BlobTransactionSidecarVariant,
     primitives::{Address, B256},
 };
 use simnode_api::{events::EventSender, PoolEvent, RpcError, RpcResult, TxPool};
@@ -190,7 +190,10 @@ impl Pool {
         let BlobTransactionSidecarVariant::Eip4844(per_blob) = &*sidecar else {
             return;
         };
-        match per_blob.clone().try_into_7594(EnvKzgSettings::Default.get()) {
+        match per_blob
+            .clone()
+            .try_into_7594(simnode_api::pool::kzg_settings())
+        {
             Ok(per_cell) => {
                 let mut inner = self.lock();
                 // Unless the transaction left, or came back with another sidecar, meanwhile.

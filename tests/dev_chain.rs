@@ -744,7 +744,7 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
 
     // Blobs with data, their commitments and proofs made by the KZG library: taken; with a
     // cell's proof moved to another cell: refused.
-    let kzg = alloy::eips::eip4844::env_settings::EnvKzgSettings::Default.get();
+    let kzg = simnode_api::pool::kzg_settings();
     let mut blobs = vec![alloy::eips::eip4844::Blob::ZERO; 2];
     blobs[0][31] = 0x42;
     blobs[1][1000] = 0x07;

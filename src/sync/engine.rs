@@ -1252,7 +1252,7 @@ mod reorg_tests {
     #[test]
     fn a_sidecar_that_waited_across_osaka_gets_cell_proofs() {
         use alloy::eips::{
-            eip4844::{env_settings::EnvKzgSettings, Blob, BlobTransactionSidecar},
+            eip4844::{Blob, BlobTransactionSidecar},
             eip7594::{BlobTransactionSidecarEip7594, BlobTransactionSidecarVariant},
         };
         use simnode_api::TxPool as _;
@@ -1263,7 +1263,7 @@ mod reorg_tests {
         let api = EngineApi::new(node.clone(), pool.clone());
         let head = node.head_header().unwrap();
 
-        let kzg = EnvKzgSettings::Default.get();
+        let kzg = simnode_api::pool::kzg_settings();
         let mut blobs = vec![Blob::ZERO];
         blobs[0][31] = 0x42;
         let per_blob = BlobTransactionSidecar::try_from_blobs_with_settings(blobs.clone(), kzg)
@@ -1296,7 +1296,10 @@ mod reorg_tests {
         assert_eq!(txs.len(), 1, "taken once it has cell proofs");
         assert_eq!(alloy::primitives::keccak256(&txs[0]), hash);
         let bundle = &envelope["blobsBundle"];
-        assert_eq!(bundle["commitments"], serde_json::json!(per_cell.commitments));
+        assert_eq!(
+            bundle["commitments"],
+            serde_json::json!(per_cell.commitments)
+        );
         assert_eq!(bundle["proofs"], serde_json::json!(per_cell.cell_proofs));
     }
 }

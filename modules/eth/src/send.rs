@@ -6,14 +6,11 @@ use alloy::{
         transaction::{Recovered, SignerRecoverable},
         Signed, Transaction as _, TxEip4844Variant, TxEnvelope,
     },
-    eips::{
-        eip4844::env_settings::EnvKzgSettings,
-        eip7594::{BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB},
-    },
+    eips::eip7594::{BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB},
     primitives::{Address, B256, U256},
 };
 use revm::DatabaseRef;
-use simnode_api::{ModuleContext, RpcError, RpcResult};
+use simnode_api::{pool::kzg_settings, ModuleContext, RpcError, RpcResult};
 
 /// The execution-apis error code (`_spec/src/error-groups`, referenced by `eth/submit.yaml`)
 /// of a pool rejection, as geth answers eth_sendRawTransaction; other errors keep theirs.
@@ -177,7 +174,7 @@ fn publishable_sidecar(
             "unexpected blob sidecar with a proof per cell (EIP-7594) before Osaka: send one with a proof per blob".into(),
         ));
     }
-    let settings = EnvKzgSettings::Default.get();
+    let settings = kzg_settings();
     sidecar
         .validate(hashes, settings)
         .map_err(|err| RpcError::Server(format!("KZG verification error: {err}")))?;
@@ -203,7 +200,7 @@ pub(crate) fn without_sidecar(tx: TxEnvelope) -> RpcResult<TxEnvelope> {
 /// The sidecar must belong to the transaction, as geth checks: one blob and commitment per
 /// versioned hash, each commitment hashing to its versioned hash, and as many proofs as the
 /// sidecar's version asks (one per blob, or one per cell since EIP-7594). The KZG proofs
-/// themselves are verified later, after the cheaper checks (see `verify_blob_proofs`).
+/// themselves are verified later, after the cheaper checks (see [`publishable_sidecar`]).
 pub(crate) fn split_sidecar(
     tx: TxEnvelope,
 ) -> RpcResult<(TxEnvelope, Option<BlobTransactionSidecarVariant>)> {
@@ -405,16 +402,13 @@ mod blob_proof_tests {
     }
 
     fn per_blob() -> BlobTransactionSidecar {
-        BlobTransactionSidecar::try_from_blobs_with_settings(blobs(), EnvKzgSettings::Default.get())
+        BlobTransactionSidecar::try_from_blobs_with_settings(blobs(), kzg_settings())
             .expect("valid blobs")
     }
 
     fn per_cell() -> BlobTransactionSidecarEip7594 {
-        BlobTransactionSidecarEip7594::try_from_blobs_with_settings(
-            blobs(),
-            EnvKzgSettings::Default.get(),
-        )
-        .expect("valid blobs")
+        BlobTransactionSidecarEip7594::try_from_blobs_with_settings(blobs(), kzg_settings())
+            .expect("valid blobs")
     }
 
     /// `sidecar` as the pool keeps it for a block of fork `spec`.
