@@ -666,7 +666,10 @@ fn dev_node_logging_turns_off_and_on() {
 /// whose proofs are false, is refused.
 #[test]
 fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
-    use alloy::{eips::eip7594::CELLS_PER_EXT_BLOB, primitives::keccak256};
+    use alloy::{
+        eips::eip7594::{BlobTransactionSidecarVariant, CELLS_PER_EXT_BLOB},
+        primitives::keccak256,
+    };
     let node = Node::start(TempDir::new("dev-blob"), Path::new("dev"), &["--dev"]);
     let network_form = |nonce, versioned, proofs| {
         support::dev_blob_tx(nonce, &[versioned], support::BlobForm::CellProofs(proofs))
@@ -742,47 +745,40 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     let waiting = node.result("txpool_status", json!([]));
     assert_eq!(waiting["pending"], "0x0", "{waiting}");
 
-    // Blobs with data, their commitments and proofs made by the KZG library: taken; with a
-    // cell's proof moved to another cell: refused.
+    // Blobs with data, their commitments and proofs made by the KZG library: taken and mined;
+    // with two of the proofs swapped: refused.
+    let taken_unless_swapped = |nonce, sidecar: BlobTransactionSidecarVariant| {
+        let mut swapped = sidecar.clone();
+        match &mut swapped {
+            BlobTransactionSidecarVariant::Eip4844(s) => s.proofs.swap(0, 1),
+            BlobTransactionSidecarVariant::Eip7594(s) => s.cell_proofs.swap(0, 1),
+        }
+        refused(
+            support::dev_blob_tx_with(nonce, swapped),
+            "KZG verification error",
+        );
+        let raw = support::dev_blob_tx_with(nonce, sidecar);
+        let hash = node.result("eth_sendRawTransaction", json!([raw]));
+        receipt_when_mined(&node, "the data blobs' receipt", &hash)
+    };
     let kzg = simnode_api::pool::kzg_settings();
     let mut blobs = vec![alloy::eips::eip4844::Blob::ZERO; 2];
     blobs[0][31] = 0x42;
     blobs[1][1000] = 0x07;
-    let sidecar =
+    let per_cell =
         alloy::eips::eip7594::BlobTransactionSidecarEip7594::try_from_blobs_with_settings(
             blobs.clone(),
             kzg,
         )
         .expect("blobs of field elements");
-    let mut moved = sidecar.clone();
-    moved.cell_proofs.swap(0, 1);
-    refused(
-        support::dev_blob_tx_with(1, moved.into()),
-        "KZG verification error",
-    );
-    let hash = node.result(
-        "eth_sendRawTransaction",
-        json!([support::dev_blob_tx_with(1, sidecar.into())]),
-    );
-    let receipt = receipt_when_mined(&node, "the data blobs' receipt", &hash);
+    let receipt = taken_unless_swapped(1, per_cell.into());
     assert_eq!(receipt["blobGasUsed"], "0x40000", "{receipt}");
-
     // The dev chain is Osaka: a sidecar with a proof per blob, as tools made them before it, is
-    // taken (its cells' proofs computed), unless a proof is false.
+    // taken too (its cells' proofs computed).
     let per_blob =
         alloy::eips::eip4844::BlobTransactionSidecar::try_from_blobs_with_settings(blobs, kzg)
             .expect("blobs of field elements");
-    let mut false_proof = per_blob.clone();
-    false_proof.proofs.swap(0, 1);
-    refused(
-        support::dev_blob_tx_with(2, false_proof.into()),
-        "KZG verification error",
-    );
-    let hash = node.result(
-        "eth_sendRawTransaction",
-        json!([support::dev_blob_tx_with(2, per_blob.into())]),
-    );
-    let receipt = receipt_when_mined(&node, "the proof-per-blob receipt", &hash);
+    let receipt = taken_unless_swapped(2, per_blob.into());
     assert_eq!(receipt["status"], "0x1", "{receipt}");
 }
 

@@ -704,6 +704,19 @@ mod reorg_tests {
         (state, attributes)
     }
 
+    /// The id of the build a forkchoiceUpdatedV3 with [`proposal_on`]'s attributes (fee
+    /// recipient X) starts on `head`.
+    fn build_started(
+        api: &EngineApi,
+        head: &alloy::consensus::Sealed<alloy::consensus::Header>,
+    ) -> PayloadId {
+        let (state, attributes) = proposal_on(head, X);
+        api.forkchoice_updated_with(state, Some((3, attributes)))
+            .unwrap()
+            .payload_id
+            .expect("a build started")
+    }
+
     fn block_of(b: &NewBlock) -> Block<TxEnvelope> {
         Block {
             header: b.header.inner().clone(),
@@ -1219,12 +1232,7 @@ mod reorg_tests {
         pool.insert_with_sidecar(taken.clone(), per_blob).unwrap();
         pool.insert_with_sidecar(blob_tx(KEY1), per_cell).unwrap();
 
-        let (state, attributes) = proposal_on(&head, X);
-        let id = api
-            .forkchoice_updated_with(state, Some((3, attributes)))
-            .unwrap()
-            .payload_id
-            .expect("a build started");
+        let id = build_started(&api, &head);
         assert_eq!(api.get_payload(5, id).unwrap_err().code(), -38005);
         let envelope = api.get_payload(4, id).unwrap();
         let payload: ExecutionPayloadV3 =
@@ -1275,12 +1283,7 @@ mod reorg_tests {
         let hash = *tx.tx_hash();
         pool.insert_with_sidecar(tx, per_blob.into()).unwrap();
 
-        let (state, attributes) = proposal_on(&head, X);
-        let id = api
-            .forkchoice_updated_with(state, Some((3, attributes)))
-            .unwrap()
-            .payload_id
-            .expect("a build started");
+        let id = build_started(&api, &head);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !matches!(
             pool.sidecar(&hash).as_deref(),
