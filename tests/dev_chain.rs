@@ -782,6 +782,123 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
     assert_eq!(receipt["status"], "0x1", "{receipt}");
 }
 
+/// The node's accounts send blob transactions as geth's do: blobs alone get their commitments
+/// and proofs computed (cell proofs on the Osaka dev chain) and the versioned hashes and blob
+/// fee cap filled in; eth_fillTransaction and eth_signTransaction encode the transaction with
+/// its sidecar; the mined transaction is without it. Before, blobs alone were dropped and the
+/// transaction went out as a plain transfer.
+#[test]
+fn dev_accounts_send_blob_transactions() {
+    use alloy::eips::eip7594::CELLS_PER_EXT_BLOB;
+    let node = Node::start(
+        TempDir::new("dev-blob-accounts"),
+        Path::new("dev"),
+        &["--dev"],
+    );
+    let from = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+    let to = "0x000000000000000000000000000000000000b10b";
+    let blob = |last: u8| format!("0x{}{last:02x}", "00".repeat(131_071));
+    let refused = |method: &str, request: Value, words: &str| {
+        let r = node.call(method, json!([request]));
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{method} {words}: {r}");
+    };
+
+    let filled = node.result(
+        "eth_fillTransaction",
+        json!([{"from": from, "to": to, "blobs": [blob(1), blob(2)]}]),
+    );
+    let tx = &filled["tx"];
+    assert_eq!(tx["type"], "0x3", "{tx}");
+    let hashes = tx["blobVersionedHashes"]
+        .as_array()
+        .expect("hashes")
+        .clone();
+    assert_eq!(hashes.len(), 2, "{tx}");
+    assert!(tx["maxFeePerBlobGas"].is_string(), "{tx}");
+    assert!(tx.get("blobs").is_none(), "described without its sidecar");
+    let raw = filled["raw"].as_str().expect("raw");
+    assert!(raw.len() > 4 * 131_072, "encoded with its sidecar");
+
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": from, "to": to, "blobs": [blob(1), blob(2)]}]),
+    );
+    let receipt = receipt_when_mined(&node, "the blob transaction", &hash);
+    assert_eq!(receipt["blobGasUsed"], "0x40000", "{receipt}");
+    let mined = node.result("eth_getTransactionByHash", json!([hash]));
+    assert_eq!(mined["blobVersionedHashes"], json!(hashes), "{mined}");
+    let mined_raw = node.result("eth_getRawTransactionByHash", json!([hash]));
+    assert!(
+        mined_raw.as_str().expect("raw").len() < 2_000,
+        "mined without its sidecar"
+    );
+
+    // Signed with the sidecar: eth_sendRawTransaction takes the encoding as it is.
+    let signed = node.result(
+        "eth_signTransaction",
+        json!([{"from": from, "to": to, "blobs": [blob(3)], "blobVersionedHashes": null}]),
+    );
+    let hash = node.result("eth_sendRawTransaction", json!([signed["raw"]]));
+    assert_eq!(hash, signed["tx"]["hash"]);
+    receipt_when_mined(&node, "the signed blob transaction", &hash);
+
+    // Commitments and proofs given must belong to the blobs.
+    let per_blob = alloy::eips::eip4844::BlobTransactionSidecar::try_from_blobs_with_settings(
+        vec![alloy::eips::eip4844::Blob::ZERO; 1],
+        simnode_api::pool::kzg_settings(),
+    )
+    .expect("the zero blob");
+    let cells = vec![per_blob.proofs[0]; CELLS_PER_EXT_BLOB];
+    refused(
+        "eth_sendTransaction",
+        json!({"from": from, "to": to, "blobs": [blob(1)], "commitments": per_blob.commitments, "proofs": cells}),
+        "KZG verification error",
+    );
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": from, "to": to, "blobs": [blob(0)], "commitments": per_blob.commitments, "proofs": per_blob.proofs}]),
+    );
+    receipt_when_mined(&node, "the proof-per-blob transaction", &hash);
+    refused(
+        "eth_sendTransaction",
+        json!({"from": from, "blobs": [blob(1)]}),
+        "missing \"to\" in blob transaction",
+    );
+    refused(
+        "eth_fillTransaction",
+        json!({"from": from, "to": to, "blobs": [blob(1)], "blobVersionedHashes": [hashes[1]]}),
+        "blob hash verification failed",
+    );
+    refused(
+        "eth_fillTransaction",
+        json!({"from": from, "to": to, "blobs": [blob(1)], "proofs": []}),
+        "blob proofs provided while commitments were not",
+    );
+    assert_invalid_params(
+        &node,
+        [(
+            "eth_fillTransaction",
+            json!([{"from": from, "to": to, "blobs": ["0x0102"]}]),
+        )],
+    );
+
+    // For an impersonated account too, the sidecar goes to the pool, not into the block.
+    let stranger = "0x000000000000000000000000000000000000a11c";
+    node.result("anvil_setBalance", json!([stranger, "0xde0b6b3a7640000"]));
+    let hash = node.result(
+        "eth_sendUnsignedTransaction",
+        json!([{"from": stranger, "to": to, "blobs": [blob(4)]}]),
+    );
+    let receipt = receipt_when_mined(&node, "the impersonated blob transaction", &hash);
+    assert_eq!(receipt["blobGasUsed"], "0x20000", "{receipt}");
+    let mined_raw = node.result("eth_getRawTransactionByHash", json!([hash]));
+    assert!(
+        mined_raw.as_str().expect("raw").len() < 2_000,
+        "mined without its sidecar"
+    );
+}
+
 /// EIP-7966, as geth serves it: eth_sendRawTransactionSync answers with the receipt of the block
 /// that takes the transaction, or with error 4 and the transaction's hash once the wait is over
 /// (the transaction stays in the pool and is mined when it can be).

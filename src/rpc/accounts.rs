@@ -27,8 +27,8 @@ use std::sync::{
 };
 
 use alloy::{
-    consensus::{SignableTransaction, TxEnvelope, TypedTransaction},
-    eips::eip2718::Encodable2718,
+    consensus::{SignableTransaction, Signed, TxEip4844Variant, TxEnvelope, TypedTransaction},
+    eips::{eip2718::Encodable2718, eip7594::BlobTransactionSidecarVariant},
     primitives::{eip191_hash_message, Address, Bytes, Signature, TxKind, B256, U256, U64},
     rpc::types::TransactionRequest,
 };
@@ -41,6 +41,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use simnode_api::{ModuleContext, RpcError};
 
+use super::blob_args::{BlobArgs, TxArgs};
 use crate::store::Store;
 
 /// The most positional params each method reads.
@@ -62,15 +63,15 @@ pub trait AccountsApi {
     #[method(name = "eth_accounts")]
     fn accounts(&self) -> RpcResult<Vec<Address>>;
     #[method(name = "eth_sendTransaction")]
-    async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256>;
+    async fn send_transaction(&self, request: TxArgs) -> RpcResult<B256>;
     /// anvil's: sends for `from` whether or not it is impersonated (dev nodes only).
     #[method(name = "eth_sendUnsignedTransaction")]
-    async fn send_unsigned_transaction(&self, request: TransactionRequest) -> RpcResult<B256>;
+    async fn send_unsigned_transaction(&self, request: TxArgs) -> RpcResult<B256>;
     #[method(name = "eth_signTransaction")]
-    async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction>;
+    async fn sign_transaction(&self, request: TxArgs) -> RpcResult<SignedTransaction>;
     /// The request filled in as eth_sendTransaction fills it, unsigned (any sender).
     #[method(name = "eth_fillTransaction")]
-    async fn fill_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction>;
+    async fn fill_transaction(&self, request: TxArgs) -> RpcResult<SignedTransaction>;
     /// EIP-191 signature of `data` by `address` (geth's argument order).
     #[method(name = "eth_sign")]
     fn sign(&self, address: Address, data: Bytes) -> RpcResult<Bytes>;
@@ -89,6 +90,23 @@ pub trait AccountsApi {
 pub struct SignedTransaction {
     raw: Bytes,
     tx: TxEnvelope,
+}
+
+impl SignedTransaction {
+    /// `tx` encoded with its sidecar, if it has one (the form eth_sendRawTransaction takes),
+    /// and described without it, as geth does.
+    fn of(tx: TxEnvelope) -> Self {
+        let raw = Bytes::from(tx.encoded_2718());
+        let tx = match tx {
+            TxEnvelope::Eip4844(signed) => {
+                let (variant, signature, hash) = signed.into_parts();
+                let bare = TxEip4844Variant::TxEip4844(variant.into());
+                TxEnvelope::Eip4844(Signed::new_unchecked(bare, signature, hash))
+            }
+            other => other,
+        };
+        Self { raw, tx }
+    }
 }
 
 /// The accounts a dev node sends for without their keys, as anvil's and hardhat's
@@ -185,8 +203,8 @@ impl Accounts {
     }
 
     /// The request as a transaction signed by its sender, once filled in.
-    async fn signed(&self, request: TransactionRequest) -> RpcResult<TxEnvelope> {
-        let key = self.key(request.from.unwrap_or_default())?;
+    async fn signed(&self, request: TxArgs) -> RpcResult<TxEnvelope> {
+        let key = self.key(request.request.from.unwrap_or_default())?;
         let tx = self.filled(request).await?;
         let signature =
             crate::chain::sign_hash(key, tx.signature_hash()).map_err(RpcError::internal)?;
@@ -195,7 +213,8 @@ impl Accounts {
 
     /// The request with every field filled in, as a transaction (the sender is the zero
     /// address when not given, as in geth).
-    async fn filled(&self, mut request: TransactionRequest) -> RpcResult<TypedTransaction> {
+    async fn filled(&self, args: TxArgs) -> RpcResult<TypedTransaction> {
+        let TxArgs { mut request, blobs } = args;
         let from = request.from.unwrap_or_default();
         request.from = Some(from);
         let chain_id = self.store.spec().chain_id;
@@ -207,11 +226,7 @@ impl Accounts {
             }
             _ => request.chain_id = Some(chain_id),
         }
-        if request.blob_versioned_hashes.is_some() || request.sidecar.is_some() {
-            return Err(server(
-                "blob transactions are not filled in or signed by the node: sign one with its sidecar and send it with eth_sendRawTransaction",
-            ));
-        }
+        let sidecar = self.blob_defaults(&mut request, blobs).await?;
         let input = request.input.clone().try_into_unique_input().map_err(|_| {
             server("both \"data\" and \"input\" are set and not equal. Please use \"input\" to pass transaction call data")
         })?;
@@ -244,9 +259,49 @@ impl Accounts {
                 .await?;
             request.gas = Some(gas.saturating_to());
         }
+        request.sidecar = sidecar;
         request
             .build_typed_tx()
             .map_err(|_| server("the transaction's fields do not make a transaction of any type"))
+    }
+
+    /// A blob transaction's defaults, as geth fills them: the sidecar `blobs` make (see
+    /// [`BlobArgs::into_sidecar`]) and its versioned hashes, and a blob fee cap of twice the
+    /// next block's blob base fee. A blob transaction must name its recipient. The sidecar is
+    /// given back to go on the transaction once the rest is filled in.
+    async fn blob_defaults(
+        &self,
+        request: &mut TransactionRequest,
+        blobs: Option<BlobArgs>,
+    ) -> RpcResult<Option<BlobTransactionSidecarVariant>> {
+        let sidecar = match blobs {
+            Some(blobs) => {
+                let head = self.store.head_header().map_err(RpcError::internal)?;
+                let spec = self.ctx.spec.spec_id(head.number + 1, head.timestamp);
+                // Computing and verifying proofs takes up to seconds: not on the runtime.
+                let hashes = request.blob_versioned_hashes.clone();
+                let sidecar = tokio::task::spawn_blocking(move || {
+                    blobs.into_sidecar(hashes.as_deref(), spec)
+                })
+                .await
+                .map_err(RpcError::internal)??;
+                request.blob_versioned_hashes = Some(sidecar.versioned_hashes().collect());
+                Some(sidecar)
+            }
+            None => None,
+        };
+        if request.blob_versioned_hashes.is_none() {
+            return Ok(None);
+        }
+        if !matches!(request.to, Some(TxKind::Call(_))) {
+            return Err(server("missing \"to\" in blob transaction"));
+        }
+        if request.max_fee_per_blob_gas.is_none() {
+            let blob_base_fee: U256 = self.ask("eth_blobBaseFee", vec![]).await?;
+            request.max_fee_per_blob_gas =
+                Some(blob_base_fee.saturating_to::<u128>().saturating_mul(2));
+        }
+        Ok(sidecar)
     }
 
     /// geth's fee defaults: a gas price before London (or when one is given), else a tip and
@@ -295,11 +350,16 @@ impl Accounts {
 
     /// The request filled in and sent for its sender without a key, with the stand-in
     /// signature naming it; checked as a signed transaction is.
-    async fn send_impersonated(&self, request: TransactionRequest) -> RpcResult<B256> {
-        let from = request.from.unwrap_or_default();
+    async fn send_impersonated(&self, request: TxArgs) -> RpcResult<B256> {
+        let from = request.request.from.unwrap_or_default();
         let tx = self.filled(request).await?;
         let tx = TxEnvelope::from(tx.into_signed(simnode_api::impersonation::signature(from)));
-        simnode_eth::send::submit(&self.ctx, tx, from).map_err(simnode_eth::send::submit_error)
+        // A blob transaction's proofs are verified there: not on the runtime.
+        let ctx = self.ctx.clone();
+        tokio::task::spawn_blocking(move || simnode_eth::send::submit(&ctx, tx, from))
+            .await
+            .map_err(RpcError::internal)?
+            .map_err(simnode_eth::send::submit_error)
     }
 
     fn sign_message(&self, address: Address, data: &[u8]) -> RpcResult<Bytes> {
@@ -330,9 +390,9 @@ impl AccountsApiServer for Accounts {
         Ok(accounts)
     }
 
-    async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256> {
+    async fn send_transaction(&self, request: TxArgs) -> RpcResult<B256> {
         let _one_at_a_time = self.sending.lock().await;
-        let from = request.from.unwrap_or_default();
+        let from = request.request.from.unwrap_or_default();
         if self.key(from).is_err() && self.impersonation.covers(from) {
             return self.send_impersonated(request).await;
         }
@@ -341,8 +401,8 @@ impl AccountsApiServer for Accounts {
         self.ask("eth_sendRawTransaction", vec![json!(raw)]).await
     }
 
-    async fn send_unsigned_transaction(&self, request: TransactionRequest) -> RpcResult<B256> {
-        if request.from.is_none() {
+    async fn send_unsigned_transaction(&self, request: TxArgs) -> RpcResult<B256> {
+        if request.request.from.is_none() {
             return Err(
                 RpcError::invalid_params("missing \"from\": the account to send for").into(),
             );
@@ -351,23 +411,17 @@ impl AccountsApiServer for Accounts {
         self.send_impersonated(request).await
     }
 
-    async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction> {
+    async fn sign_transaction(&self, request: TxArgs) -> RpcResult<SignedTransaction> {
         let _one_at_a_time = self.sending.lock().await;
         let tx = self.signed(request).await?;
-        Ok(SignedTransaction {
-            raw: Bytes::from(tx.encoded_2718()),
-            tx,
-        })
+        Ok(SignedTransaction::of(tx))
     }
 
-    async fn fill_transaction(&self, request: TransactionRequest) -> RpcResult<SignedTransaction> {
+    async fn fill_transaction(&self, request: TxArgs) -> RpcResult<SignedTransaction> {
         let tx = self.filled(request).await?;
         // geth encodes the unsigned transaction with a zero signature.
         let tx = TxEnvelope::from(tx.into_signed(Signature::new(U256::ZERO, U256::ZERO, false)));
-        Ok(SignedTransaction {
-            raw: Bytes::from(tx.encoded_2718()),
-            tx,
-        })
+        Ok(SignedTransaction::of(tx))
     }
 
     fn sign(&self, address: Address, data: Bytes) -> RpcResult<Bytes> {

@@ -29,6 +29,7 @@
 
 pub mod accounts;
 pub mod backend;
+pub mod blob_args;
 pub mod compression;
 pub mod cors;
 pub mod dev_controls;

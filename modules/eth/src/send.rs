@@ -78,21 +78,30 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
     let sender = tx
         .recover_signer()
         .map_err(|_| RpcError::Server("invalid sender".into()))?;
+    checked_into_pool(ctx, tx, sender, sidecar)
+}
+
+/// Checks `tx` from `sender` (and the sidecar a blob transaction may carry) against the latest
+/// state as geth's pool does and hands it to the pool: eth_sendRawTransaction's checks after
+/// recovery. A dev node sends its impersonated transactions through it (their sender cannot be
+/// recovered).
+pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult<B256> {
+    let (tx, sidecar) = split_sidecar(tx)?;
+    checked_into_pool(ctx, tx, sender, sidecar)
+}
+
+fn checked_into_pool(
+    ctx: &ModuleContext,
+    tx: TxEnvelope,
+    sender: Address,
+    sidecar: Option<BlobTransactionSidecarVariant>,
+) -> RpcResult<B256> {
     let sidecar = check(ctx, &tx, sender, sidecar)?;
     let tx = Recovered::new_unchecked(tx, sender);
     match sidecar {
         Some(sidecar) => ctx.pool.insert_with_sidecar(tx, sidecar),
         None => ctx.pool.insert(tx),
     }
-}
-
-/// Checks `tx` from `sender` against the latest state as geth's pool does and hands it to
-/// the pool: eth_sendRawTransaction's checks after recovery. The node also sends its dev
-/// node's signed and impersonated transactions through it (the latter's sender cannot be
-/// recovered).
-pub fn submit(ctx: &ModuleContext, tx: TxEnvelope, sender: Address) -> RpcResult<B256> {
-    check(ctx, &tx, sender, None)?;
-    ctx.pool.insert(Recovered::new_unchecked(tx, sender))
 }
 
 /// eth_sendRawTransaction's checks of `tx` from `sender` against the latest state, as geth's
@@ -163,7 +172,7 @@ fn check(
 /// sidecar with a proof per blob, which wallets and libraries made before Osaka, is converted
 /// from then on (its cells' proofs computed from the blobs), as geth and erigon convert it; one
 /// with cell proofs before Osaka is refused, as the pool could not publish it.
-fn publishable_sidecar(
+pub fn publishable_sidecar(
     hashes: &[B256],
     sidecar: BlobTransactionSidecarVariant,
     spec: revm::primitives::hardfork::SpecId,
