@@ -26,7 +26,7 @@ use simnode_api::{pool::kzg_settings, RpcError, RpcResult};
 
 /// A transaction request as the accounts methods take it: alloy's request, and the blob
 /// fields apart.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TxArgs {
     pub request: TransactionRequest,
     pub blobs: Option<BlobArgs>,
@@ -44,77 +44,44 @@ pub struct BlobArgs {
 /// The fields [`BlobArgs`] takes out of a request object.
 const BLOB_FIELDS: [&str; 4] = ["blobs", "commitments", "proofs", "cellProofs"];
 
+/// [`BLOB_FIELDS`] as sent.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SentBlobFields {
+    blobs: Option<Vec<Bytes>>,
+    commitments: Option<Vec<Bytes48>>,
+    proofs: Option<Vec<Bytes48>>,
+    cell_proofs: Option<Vec<Bytes48>>,
+}
+
 impl<'de> Deserialize<'de> for TxArgs {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut fields = Map::<String, Value>::deserialize(deserializer)?;
-        let mut blob_fields = Map::new();
-        for name in BLOB_FIELDS {
-            match fields.remove(name) {
-                None | Some(Value::Null) => {}
-                Some(value) => {
-                    blob_fields.insert(name.to_string(), value);
-                }
-            }
-        }
+        let blob_fields: Map<String, Value> = BLOB_FIELDS
+            .iter()
+            .filter_map(|name| fields.remove_entry(*name))
+            .filter(|(_, value)| !value.is_null())
+            .collect();
         let request =
             TransactionRequest::deserialize(Value::Object(fields)).map_err(D::Error::custom)?;
         let blobs = if blob_fields.is_empty() {
             None
         } else {
-            Some(BlobArgs::from_fields(blob_fields).map_err(D::Error::custom)?)
+            let sent = SentBlobFields::deserialize(Value::Object(blob_fields))
+                .map_err(|e| D::Error::custom(format!("invalid blob fields: {e}")))?;
+            Some(BlobArgs::from_sent(sent).map_err(D::Error::custom)?)
         };
         Ok(Self { request, blobs })
     }
 }
 
-impl From<TransactionRequest> for TxArgs {
-    fn from(request: TransactionRequest) -> Self {
-        Self {
-            request,
-            blobs: None,
-        }
-    }
-}
-
 impl BlobArgs {
-    fn from_fields(mut fields: Map<String, Value>) -> Result<Self, String> {
-        let mut take = |name: &str| {
-            fields
-                .remove(name)
-                .map(serde_json::from_value::<Vec<Value>>)
-        };
-        let Some(blobs) = take("blobs") else {
+    fn from_sent(sent: SentBlobFields) -> Result<Self, String> {
+        let Some(blobs) = sent.blobs else {
             return Err(
                 "\"commitments\" and \"proofs\" were given without the \"blobs\" they belong to"
                     .into(),
             );
-        };
-        let list = |field: &str, values: Result<Vec<Value>, serde_json::Error>| {
-            values.map_err(|e| format!("\"{field}\": {e}"))
-        };
-        let blobs = list("blobs", blobs)?
-            .into_iter()
-            .map(serde_json::from_value::<Bytes>)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("\"blobs\": {e}"))?;
-        let points = |field: &str, values: Option<Result<Vec<Value>, serde_json::Error>>| {
-            values
-                .map(|values| {
-                    list(field, values)?
-                        .into_iter()
-                        .map(serde_json::from_value::<Bytes48>)
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| format!("\"{field}\": {e}"))
-                })
-                .transpose()
-        };
-        let commitments = points("commitments", take("commitments"))?;
-        let proofs = match (take("proofs"), take("cellProofs")) {
-            (Some(_), Some(_)) => {
-                return Err("both \"proofs\" and \"cellProofs\" were given".into())
-            }
-            (Some(proofs), None) => points("proofs", Some(proofs))?,
-            (None, cell_proofs) => points("cellProofs", cell_proofs)?,
         };
         if let Some(at) = blobs.iter().position(|blob| blob.len() != BYTES_PER_BLOB) {
             return Err(format!(
@@ -122,9 +89,15 @@ impl BlobArgs {
                 blobs[at].len()
             ));
         }
+        let proofs = match (sent.proofs, sent.cell_proofs) {
+            (Some(_), Some(_)) => {
+                return Err("both \"proofs\" and \"cellProofs\" were given".into())
+            }
+            (proofs, cell_proofs) => proofs.or(cell_proofs),
+        };
         Ok(Self {
             blobs,
-            commitments,
+            commitments: sent.commitments,
             proofs,
         })
     }
