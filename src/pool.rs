@@ -26,6 +26,10 @@ const MAX_POOL_SIZE: usize = 10_000;
 pub(crate) const MAX_POOL_BLOBS: usize = 512;
 /// A replacement must pay at least this much more (percent), as geth requires.
 const PRICE_BUMP_PERCENT: u128 = 10;
+/// A blob transaction's replacement must pay this much more (percent) in each of its fee cap,
+/// tip and blob fee cap, as geth's blob pool and reth require: its blobs cost the network far
+/// more to pass on again than a transaction does.
+const BLOB_PRICE_BUMP_PERCENT: u128 = 100;
 
 #[derive(Default)]
 struct Inner {
@@ -81,7 +85,8 @@ impl Pool {
     }
 
     /// Adds `tx`, and the sidecar it came with: refuses a transaction already here, a
-    /// replacement that does not pay [`PRICE_BUMP_PERCENT`] more, and one a full pool has no
+    /// replacement that does not pay [`PRICE_BUMP_PERCENT`] more ([`BLOB_PRICE_BUMP_PERCENT`]
+    /// for a blob transaction's), and one a full pool has no
     /// room for (in transactions, or in blobs when it brings a sidecar).
     fn add(
         &self,
@@ -103,12 +108,20 @@ impl Pool {
                 .copied();
             if let Some(old_hash) = replaced {
                 let old = &inner.by_hash[&old_hash];
-                let min_fee = old.max_fee_per_gas() * (100 + PRICE_BUMP_PERCENT) / 100;
-                let min_tip = old.max_priority_fee_per_gas().unwrap_or_default()
-                    * (100 + PRICE_BUMP_PERCENT)
-                    / 100;
-                if tx.max_fee_per_gas() < min_fee
-                    || tx.max_priority_fee_per_gas().unwrap_or_default() < min_tip
+                let bump = if old.is_eip4844() {
+                    BLOB_PRICE_BUMP_PERCENT
+                } else {
+                    PRICE_BUMP_PERCENT
+                };
+                let short = |new: u128, old: u128| new < old.saturating_mul(100 + bump) / 100;
+                let tip = |tx: &TxEnvelope| tx.max_priority_fee_per_gas().unwrap_or_default();
+                let blob_fee_short = match (tx.max_fee_per_blob_gas(), old.max_fee_per_blob_gas()) {
+                    (Some(new), Some(old)) => short(new, old),
+                    _ => false,
+                };
+                if short(tx.max_fee_per_gas(), old.max_fee_per_gas())
+                    || short(tip(&tx), tip(old))
+                    || blob_fee_short
                 {
                     return Err(RpcError::Server(
                         "replacement transaction underpriced".into(),
@@ -391,6 +404,38 @@ mod tests {
         assert_eq!(pool.len(), 3);
         pool.on_block(&[], |_| Some(6));
         assert_eq!(pool.len(), 2, "nonce 5 is stale once the account is at 6");
+    }
+
+    /// A blob transaction is replaced only by one paying twice as much in its fee cap, tip and
+    /// blob fee cap.
+    #[test]
+    fn a_blob_transactions_replacement_pays_double() {
+        let pool = Pool::default();
+        let a = Address::repeat_byte(1);
+        let blob_tx = |fee: u128, tip: u128, blob_fee: u128| {
+            let t = alloy::consensus::TxEip4844 {
+                max_fee_per_gas: fee,
+                max_priority_fee_per_gas: tip,
+                max_fee_per_blob_gas: blob_fee,
+                blob_versioned_hashes: vec![B256::repeat_byte(1)],
+                ..Default::default()
+            };
+            let signed = t.into_signed(Signature::test_signature());
+            Recovered::new_unchecked(TxEnvelope::Eip4844(signed.into()), a)
+        };
+        pool.insert(blob_tx(100, 10, 50)).unwrap();
+        let underpriced = |tx| {
+            let err = pool.insert(tx).unwrap_err().to_string();
+            assert!(err.contains("replacement transaction underpriced"), "{err}");
+        };
+        underpriced(blob_tx(150, 15, 75));
+        underpriced(blob_tx(200, 20, 99));
+        underpriced(blob_tx(199, 20, 100));
+        underpriced(blob_tx(200, 19, 100));
+        assert!(pool.insert(blob_tx(200, 20, 100)).is_ok());
+        // A plain transaction's replacement pays 10% more.
+        pool.insert(tx(a, 1, 100)).unwrap();
+        assert!(pool.insert(tx(a, 1, 110)).is_ok());
     }
 
     #[test]
