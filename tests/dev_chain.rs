@@ -780,6 +780,21 @@ fn blob_transactions_sent_with_their_sidecar_are_mined_without_it() {
             .expect("blobs of field elements");
     let receipt = taken_unless_swapped(2, per_blob.into());
     assert_eq!(receipt["status"], "0x1", "{receipt}");
+    // A blob transaction behind a nonce gap is refused, as geth's blob pool and reth refuse it
+    // (the account is at nonce 3).
+    let r = node.call(
+        "eth_sendRawTransaction",
+        json!([support::dev_blob_tx(
+            4,
+            &[versioned],
+            support::BlobForm::CellProofs(CELLS_PER_EXT_BLOB)
+        )]),
+    );
+    assert_eq!(r["error"]["code"], 2, "{r}");
+    assert_eq!(
+        r["error"]["message"], "nonce too high: tx nonce 4, gapped nonce 3",
+        "{r}"
+    );
 }
 
 /// The node's accounts send blob transactions as geth's do: blobs alone get their commitments

@@ -146,6 +146,17 @@ fn check(
             tx.nonce()
         )));
     }
+    // A blob transaction may not wait behind a gap, as geth's blob pool and reth refuse it:
+    // its sidecar would hold pool room for a transaction that may never be minable.
+    if tx.is_eip4844() {
+        let next = ctx.pool.next_nonce(&sender, account.nonce);
+        if tx.nonce() > next {
+            return Err(RpcError::Server(format!(
+                "nonce too high: tx nonce {}, gapped nonce {next}",
+                tx.nonce()
+            )));
+        }
+    }
     let mut cost = U256::from(tx.gas_limit()) * U256::from(tx.max_fee_per_gas()) + tx.value();
     if let Some(blob_gas) = tx.blob_gas_used() {
         cost += U256::from(blob_gas) * U256::from(tx.max_fee_per_blob_gas().unwrap_or(0));
