@@ -838,7 +838,7 @@ impl EthApiServer for Eth {
     }
 
     async fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256> {
-        send::send_raw_transaction_blocking(&self.ctx, raw.into()).await
+        send::send_raw_transaction_async(&self.ctx, raw.into()).await
     }
 
     async fn send_raw_transaction_sync(

@@ -39,13 +39,17 @@ pub const TX_MAX_SIZE: usize = 128 * 1024;
 /// Encoded size limit of a blob transaction with its sidecar.
 pub const BLOB_TX_MAX_SIZE: usize = 2 * 1024 * 1024;
 
-/// [`send_raw_transaction`] on the blocking pool, with eth_sendRawTransaction's error codes:
-/// the check of a blob sidecar's KZG proofs takes milliseconds of CPU, which must not hold up
-/// the runtime's other requests.
-pub async fn send_raw_transaction_blocking(
+/// [`send_raw_transaction`] as the RPC methods run it, with eth_sendRawTransaction's error
+/// codes. A blob transaction (type 3, the only kind that carries a sidecar) goes to the
+/// blocking pool: checking a sidecar's KZG proofs takes milliseconds of CPU, which must not hold
+/// up the runtime's other requests. Any other is answered in place, as cheaply as before.
+pub async fn send_raw_transaction_async(
     ctx: &ModuleContext,
     raw: Vec<u8>,
 ) -> Result<B256, jsonrpsee::types::ErrorObjectOwned> {
+    if raw.first() != Some(&alloy::consensus::TxType::Eip4844.into()) {
+        return send_raw_transaction(ctx, &raw).map_err(submit_error);
+    }
     let ctx = ctx.clone();
     tokio::task::spawn_blocking(move || send_raw_transaction(&ctx, &raw))
         .await

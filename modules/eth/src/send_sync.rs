@@ -40,7 +40,7 @@ pub async fn send_and_wait(
 ) -> Result<TransactionReceipt, jsonrpsee::types::ErrorObjectOwned> {
     // Before the pool sees it: the block that takes it may be built before `send` returns.
     let mut events = ctx.chain.chain_events();
-    let hash = send::send_raw_transaction_blocking(ctx, raw).await?;
+    let hash = send::send_raw_transaction_async(ctx, raw).await?;
     let deadline = Instant::now() + wait;
     Ok(wait_for_receipt(ctx, hash, &mut events, deadline, wait).await?)
 }
