@@ -13,6 +13,8 @@
 //! of the tip plus twice the head's base fee (a gas price before London), the chain id. The
 //! defaults come from the node's own methods, and a signed transaction goes to the pool through
 //! `eth_sendRawTransaction`, so it is checked exactly as one sent signed.
+//! A blob transaction is made from geth's `blobs` fields (see [`super::blob_args`]): its sidecar,
+//! versioned hashes and a blob fee cap of twice the blob base fee are filled in too.
 //!
 //! A dev node also sends for the accounts it impersonates ([`Impersonation`], set by
 //! `anvil_impersonateAccount` and its kin): the filled transaction gets the stand-in signature
@@ -274,6 +276,12 @@ impl Accounts {
         request: &mut TransactionRequest,
         blobs: Option<BlobArgs>,
     ) -> RpcResult<Option<BlobTransactionSidecarVariant>> {
+        if blobs.is_none() && request.blob_versioned_hashes.is_none() {
+            return Ok(None);
+        }
+        if !matches!(request.to, Some(TxKind::Call(_))) {
+            return Err(server("missing \"to\" in blob transaction"));
+        }
         let sidecar = match blobs {
             Some(blobs) => {
                 let head = self.store.head_header().map_err(RpcError::internal)?;
@@ -290,12 +298,6 @@ impl Accounts {
             }
             None => None,
         };
-        if request.blob_versioned_hashes.is_none() {
-            return Ok(None);
-        }
-        if !matches!(request.to, Some(TxKind::Call(_))) {
-            return Err(server("missing \"to\" in blob transaction"));
-        }
         if request.max_fee_per_blob_gas.is_none() {
             let blob_base_fee: U256 = self.ask("eth_blobBaseFee", vec![]).await?;
             request.max_fee_per_blob_gas =
