@@ -123,6 +123,8 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         "domain": {"name": "simnode", "chainId": 1337},
         "message": {"text": "hello", "amount": 7}
     });
+    let zero_blob = format!("0x{}", "00".repeat(131_072));
+    let infinity = json!(support::infinity_point());
     let requests: Vec<Value> = [
         ("eth_accounts", json!([])),
         ("eth_sendTransaction", json!([{"from": dev[0], "to": to, "value": "0x1"}])),
@@ -133,6 +135,10 @@ fn mutated_requests_of_methods_without_fixtures_get_answers() {
         ("eth_sendTransaction", json!([{"from": dev[1], "input": "0x602a60005500", "gas": "0x186a0", "maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x1"}])),
         ("eth_signTransaction", json!([{"from": dev[0], "to": to, "gasPrice": "0x3b9aca00", "gas": "0x5208", "nonce": "0x7"}])),
         ("eth_fillTransaction", json!([{"from": dev[1], "to": to, "accessList": [{"address": to, "storageKeys": []}]}])),
+        // Blob fields (src/rpc/blob_args.rs): the zero blob alone, and with its commitment and
+        // proof (both the point at infinity).
+        ("eth_fillTransaction", json!([{"from": dev[0], "to": to, "blobs": [zero_blob]}])),
+        ("eth_signTransaction", json!([{"from": dev[1], "to": to, "blobs": [zero_blob], "commitments": [infinity], "proofs": [infinity]}])),
         ("eth_sign", json!([dev[0], "0x68656c6c6f"])),
         ("personal_sign", json!(["0x68656c6c6f", dev[1]])),
         ("eth_signTypedData_v4", json!([dev[0], typed])),
