@@ -890,6 +890,11 @@ fn dev_accounts_send_blob_transactions() {
         json!({"from": from, "to": to, "blobs": [blob(1)], "proofs": []}),
         "blob proofs provided while commitments were not",
     );
+    refused(
+        "eth_fillTransaction",
+        json!({"from": from, "to": to, "blobs": vec![blob(1); 7]}),
+        "too many blobs in transaction: have 7, permitted 6",
+    );
     assert_invalid_params(
         &node,
         [(

@@ -102,6 +102,11 @@ impl BlobArgs {
         })
     }
 
+    /// How many blobs were sent.
+    pub fn count(&self) -> usize {
+        self.blobs.len()
+    }
+
     /// The sidecar the blobs make for a block of fork `spec`, its proofs verified, and its
     /// versioned hashes checked against `hashes` when the request named them; geth's words
     /// where it refuses the same.
