@@ -286,18 +286,8 @@ impl Accounts {
             Some(blobs) => {
                 let head = self.store.head_header().map_err(RpcError::internal)?;
                 let spec = self.ctx.spec.spec_id(head.number + 1, head.timestamp);
-                // Bounds the proofs computed below; eth_sendRawTransaction's limit and words.
-                let permitted = self
-                    .ctx
-                    .spec
-                    .blob_params_at(head.timestamp)
-                    .map_or(0, |params| params.max_blobs_per_tx);
-                if blobs.count() as u64 > permitted {
-                    return Err(server(format!(
-                        "too many blobs in transaction: have {}, permitted {permitted}",
-                        blobs.count()
-                    )));
-                }
+                // Bounds the proofs computed below, as eth_sendRawTransaction bounds a sidecar.
+                simnode_eth::send::check_blob_count(&self.ctx.spec, blobs.count(), head.timestamp)?;
                 // Computing and verifying proofs takes up to seconds: not on the runtime.
                 let hashes = request.blob_versioned_hashes.clone();
                 let sidecar = tokio::task::spawn_blocking(move || {

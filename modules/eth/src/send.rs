@@ -276,6 +276,24 @@ pub(crate) fn split_sidecar(
     Ok((tx, sidecar))
 }
 
+/// Refuses a transaction of `count` blobs past the executor's limit at `timestamp` (EIP-7594's
+/// six per transaction from Osaka on), in geth's pool's words.
+pub fn check_blob_count(
+    spec: &simnode_api::ChainSpec,
+    count: usize,
+    timestamp: u64,
+) -> RpcResult<()> {
+    let permitted = spec
+        .blob_params_at(timestamp)
+        .map_or(0, |params| params.max_blobs_per_tx);
+    if count as u64 > permitted {
+        return Err(RpcError::Server(format!(
+            "too many blobs in transaction: have {count}, permitted {permitted}"
+        )));
+    }
+    Ok(())
+}
+
 /// Refuses what no block of the fork `spec` could take, with geth's pool's words, rather than
 /// letting it wait in the pool for ever: a type the fork does not have, a blob transaction
 /// without blobs, with more than the fork lets one carry or with a hash of a version other than
@@ -302,17 +320,7 @@ fn check_kind(
         if hashes.is_empty() {
             return Err(RpcError::Server("blobless blob transaction".into()));
         }
-        // The executor's limit (EIP-7594's six per transaction from Osaka on).
-        let permitted = ctx
-            .spec
-            .blob_params_at(timestamp)
-            .map_or(0, |params| params.max_blobs_per_tx);
-        if hashes.len() as u64 > permitted {
-            return Err(RpcError::Server(format!(
-                "too many blobs in transaction: have {}, permitted {permitted}",
-                hashes.len()
-            )));
-        }
+        check_blob_count(&ctx.spec, hashes.len(), timestamp)?;
         let kzg = alloy::eips::eip4844::VERSIONED_HASH_VERSION_KZG;
         if let Some((index, hash)) = hashes.iter().enumerate().find(|(_, h)| h[0] != kzg) {
             return Err(RpcError::Server(format!(
