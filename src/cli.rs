@@ -53,8 +53,9 @@ pub struct NodeArgs {
     pub dev_block_time: Option<u64>,
     #[arg(long = "authrpc.addr", default_value = "127.0.0.1")]
     pub authrpc_addr: std::net::IpAddr,
-    #[arg(long = "authrpc.port", default_value_t = 8551)]
-    pub authrpc_port: u16,
+    /// Engine API port [default: 8551; with --dev, a free port when 8551 is taken].
+    #[arg(long = "authrpc.port")]
+    pub authrpc_port: Option<u16>,
     /// Hex JWT secret file for the Engine API; created if missing.
     #[arg(long = "authrpc.jwtsecret")]
     pub authrpc_jwtsecret: Option<PathBuf>,

@@ -41,6 +41,33 @@ async fn stop_within(
     }
 }
 
+/// The Engine API's port when `--authrpc.port` is not given (geth's and reth's).
+const DEFAULT_AUTHRPC_PORT: u16 = 8551;
+
+/// Binds the Engine API's socket. A consensus client is configured with the port, so a taken
+/// port is an error, except on a dev node not given one: its blocks come from its own miner, and
+/// a second dev node beside the first (parallel test suites) should start with only
+/// `--http.port` told apart. It then takes a free port, which it prints.
+fn engine_listener(args: &NodeArgs) -> anyhow::Result<std::net::TcpListener> {
+    let port = args.authrpc_port.unwrap_or(DEFAULT_AUTHRPC_PORT);
+    let wanted = SocketAddr::new(args.authrpc_addr, port);
+    match std::net::TcpListener::bind(wanted) {
+        Ok(listener) => Ok(listener),
+        Err(err)
+            if err.kind() == std::io::ErrorKind::AddrInUse
+                && args.dev
+                && args.authrpc_port.is_none() =>
+        {
+            tracing::info!(target: "simnode", "port {port} is taken: the Engine API takes a free one");
+            std::net::TcpListener::bind(SocketAddr::new(args.authrpc_addr, 0))
+                .with_context(|| format!("cannot listen on {} for the Engine API", args.authrpc_addr))
+        }
+        Err(err) => Err(err).with_context(|| {
+            format!("cannot listen on {wanted} for the Engine API (choose another with --authrpc.addr / --authrpc.port)")
+        }),
+    }
+}
+
 pub fn init_logging(format: &str) {
     crate::rpc::logging::init_logging(format);
 }
@@ -182,6 +209,8 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     config.max_params = rpc::max_params::MaxParams::from_tables(&tables)?;
     config.max_params.verify_covers(&methods)?;
     let engine_eth = engine::eth_namespace(&methods)?;
+    // Bound first: a taken port stops the node before anything is served.
+    let engine_listener = engine_listener(&args)?;
     let server = rpc::start(config, methods).await?;
     rpc::metrics::set_head_block(store.head().latest);
 
@@ -190,14 +219,12 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| dir.join("jwt.hex"));
     let secret = JwtSecret::load_or_create(&secret_path)?;
-    let engine_addr = SocketAddr::new(args.authrpc_addr, args.authrpc_port);
     let (engine, engine_local) = engine::start(
-        engine_addr,
+        engine_listener,
         secret,
         EngineApi::new(store.clone(), pool.clone()),
         engine_eth,
-    )
-    .await?;
+    )?;
 
     let miner = dev_chain.map(|dev_chain| tokio::spawn(dev::run_miner(dev_chain)));
 

@@ -25,11 +25,17 @@ struct Running {
 
 impl Running {
     fn start(datadir: &TempDir, http_port: u16, extra: &[&str]) -> Self {
+        let engine_port = free_port().to_string();
+        let mut args = vec!["--authrpc.port", &engine_port];
+        args.extend_from_slice(extra);
+        Self::start_without_engine_port(datadir, http_port, &args)
+    }
+
+    fn start_without_engine_port(datadir: &TempDir, http_port: u16, extra: &[&str]) -> Self {
         let mut child = Command::new(simnode_bin())
             .args(["node", "--chain", "dev", "--dev", "--datadir"])
             .arg(datadir.path())
             .args(["--http.port", &http_port.to_string()])
-            .args(["--authrpc.port", &free_port().to_string()])
             .arg("--authrpc.jwtsecret")
             .arg(datadir.path().join("jwt.hex"))
             .args(extra)
@@ -411,4 +417,59 @@ fn shutdown_does_not_wait_for_ever_on_an_unfinished_request() {
         started.elapsed()
     );
     drop(stuck);
+}
+
+/// Two dev nodes side by side need only different HTTP ports: when the default Engine API port
+/// is taken, a dev node not given one takes a free port and prints it.
+#[test]
+fn a_dev_node_takes_a_free_engine_port_when_the_default_is_taken() {
+    // Held for the test if free; if the bind fails, something else holds it, which is the same.
+    let _default = std::net::TcpListener::bind(("127.0.0.1", 8551)).ok();
+    let datadir = TempDir::new("rpc-binary-engine-port");
+    let port = free_port();
+    let mut node = Running::start_without_engine_port(&datadir, port, &[]);
+    let key = node.line("API key:");
+    let engine = node.line("Engine API:");
+    let engine_port: u16 = engine
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {engine:?}"));
+    assert_ne!(engine_port, 8551, "{engine}");
+    eventually("first answer", || chain_id(port, &key).0 == 200);
+    // The printed port is the Engine API's: it asks for the JWT.
+    let (status, _) = http_request(
+        std::net::SocketAddr::from(([127, 0, 0, 1], engine_port)),
+        "POST",
+        "/",
+        &[("Content-Type", "application/json")],
+        br#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#,
+    )
+    .expect("Engine API request");
+    assert_eq!(status, 401);
+}
+
+/// A port that was asked for is not swapped for another: a taken one stops the node with an
+/// error that names the flag to change.
+#[test]
+fn a_taken_port_that_was_asked_for_stops_the_node_naming_the_flag() {
+    let held = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+    let held_port = held.local_addr().expect("addr").port().to_string();
+    let datadir = TempDir::new("rpc-binary-taken-port");
+    let run = |flags: &[&str]| {
+        let output = Command::new(simnode_bin())
+            .args(["node", "--chain", "dev", "--dev", "--datadir"])
+            .arg(datadir.path())
+            .args(flags)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run simnode node");
+        assert!(!output.status.success(), "started on a taken port");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let free = free_port().to_string();
+    let engine = run(&["--http.port", &free, "--authrpc.port", &held_port]);
+    assert!(engine.contains("--authrpc.port"), "{engine}");
+    let http = run(&["--http.port", &held_port, "--authrpc.port", &free]);
+    assert!(http.contains("--http.port"), "{http}");
 }

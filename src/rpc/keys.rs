@@ -631,6 +631,8 @@ impl KeyRegistry {
                     Ok(Err(err)) => {
                         tracing::warn!(target: "simnode::rpc", %err, "re-reading API keys failed")
                     }
+                    // The runtime is shutting down (a node that stops, or failed to start).
+                    Err(err) if err.is_cancelled() => return,
                     Err(err) => {
                         tracing::warn!(target: "simnode::rpc", %err, "key refresh task failed")
                     }

@@ -417,7 +417,12 @@ pub async fn start(
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (choose another with --http.addr / --http.port)",
+                config.listen
+            )
+        })?;
     let local_addr = listener.local_addr().context("reading the bound address")?;
     let services = ServerBuilder::default()
         .set_config(server_config.build())

@@ -582,14 +582,18 @@ pub fn eth_namespace(public: &Methods) -> anyhow::Result<Methods> {
     Ok(eth.into())
 }
 
-/// Serves the Engine API on `addr`, every request authenticated with `secret`, with `eth`
+/// Serves the Engine API on `listener`, every request authenticated with `secret`, with `eth`
 /// (see [`eth_namespace`]) beside it.
-pub async fn start(
-    addr: SocketAddr,
+pub fn start(
+    listener: std::net::TcpListener,
     secret: JwtSecret,
     api: EngineApi,
     eth: Methods,
 ) -> anyhow::Result<(ServerHandle, SocketAddr)> {
+    // tokio takes over the socket only if it does not block.
+    listener
+        .set_nonblocking(true)
+        .context("serving the Engine API")?;
     let http = tower::ServiceBuilder::new().layer(JwtLayer(Arc::new(secret)));
     // Payloads of full blocks are large; the consensus client is trusted (it holds the secret).
     let config = ServerConfig::builder()
@@ -599,9 +603,8 @@ pub async fn start(
     let server = ServerBuilder::default()
         .set_config(config)
         .set_http_middleware(http)
-        .build(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} for the Engine API"))?;
+        .build_from_tcp(listener)
+        .context("serving the Engine API")?;
     let local = server.local_addr()?;
     let mut methods = api.into_rpc()?;
     methods
