@@ -889,3 +889,179 @@ fn large_blocks_roots_match_their_transactions_and_results() {
         assert_eq!(field("logsBloom"), bloom.to_string());
     }
 }
+
+/// The calls that redo a stored block's transactions: same senders, nonces, gas, fees and
+/// access lists, with the block's own header fields as overrides. A legacy transaction names
+/// its gas price (so it stays legacy); typed ones name their fee caps.
+fn replay_payload(number: u64) -> (Value, simnode_api::StoredBlock) {
+    use alloy::consensus::Transaction;
+    use simnode_api::ChainView;
+    let (store, _) = imported_chain();
+    let block = ChainView::block(&*store, number)
+        .expect("read")
+        .expect("stored block");
+    let calls: Vec<Value> = block
+        .body
+        .transactions
+        .iter()
+        .zip(&block.senders)
+        .map(|(tx, from)| {
+            let mut call = json!({
+                "from": from,
+                "to": tx.to(),
+                "input": tx.input(),
+                "value": tx.value(),
+                "gas": format!("{:#x}", tx.gas_limit()),
+                "nonce": format!("{:#x}", tx.nonce()),
+            });
+            if tx.is_legacy() {
+                call["gasPrice"] = json!(format!("{:#x}", tx.max_fee_per_gas()));
+            } else {
+                call["maxFeePerGas"] = json!(format!("{:#x}", tx.max_fee_per_gas()));
+                call["maxPriorityFeePerGas"] = json!(format!(
+                    "{:#x}",
+                    tx.max_priority_fee_per_gas().unwrap_or_default()
+                ));
+                call["accessList"] = json!(tx.access_list().cloned().unwrap_or_default());
+            }
+            call
+        })
+        .collect();
+    let header = &block.header;
+    let mut overrides = json!({
+        "time": format!("{:#x}", header.timestamp),
+        "gasLimit": format!("{:#x}", header.gas_limit),
+        "feeRecipient": header.beneficiary,
+        "prevRandao": header.mix_hash,
+    });
+    if let Some(fee) = header.base_fee_per_gas {
+        overrides["baseFeePerGas"] = json!(format!("{fee:#x}"));
+    }
+    if let Some(withdrawals) = &block.body.withdrawals {
+        overrides["withdrawals"] = json!(withdrawals);
+    }
+    if let Some(root) = header.parent_beacon_block_root {
+        overrides["beaconRoot"] = json!(root);
+    }
+    let payload = json!({
+        "blockStateCalls": [{"blockOverrides": overrides, "calls": calls}],
+        "validation": true,
+    });
+    (
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1", "params": [payload, format!("{:#x}", number - 1)]}),
+        block.as_ref().clone(),
+    )
+}
+
+/// Redoing a stored block of the chain from its parent gives that block's state and receipt
+/// roots, across the old forks: block 5 comes before EIP-161 (a contract created empty stays
+/// in the state) and before Byzantium (receipts hold the state root after each transaction),
+/// block 8 after EIP-161 and still before Byzantium, and block 36 is the first after the merge,
+/// simulated on a proof-of-work parent (no difficulty, so no block reward). The chain's blocks
+/// with uncles are left out: a simulated block has none, so their rewards differ.
+#[test]
+fn replayed_blocks_reproduce_their_state_and_receipt_roots() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    for number in [5u64, 8, 36, 40] {
+        let (request, stored) = replay_payload(number);
+        assert!(
+            !stored.body.transactions.is_empty() && stored.body.ommers.is_empty(),
+            "block {number} should hold transactions and no uncles"
+        );
+        let response = answer(&sim, &request);
+        let block = &ok_blocks(&response)[0];
+        let header = &stored.header;
+        assert_eq!(
+            block["stateRoot"],
+            json!(header.state_root),
+            "block {number}"
+        );
+        assert_eq!(
+            block["receiptsRoot"],
+            json!(header.receipts_root),
+            "block {number}"
+        );
+        assert_eq!(
+            block["logsBloom"],
+            json!(header.logs_bloom),
+            "block {number}"
+        );
+        assert_eq!(
+            block["difficulty"],
+            json!(header.difficulty),
+            "block {number}"
+        );
+        assert_eq!(
+            block["gasUsed"],
+            json!(format!("{:#x}", header.gas_used)),
+            "block {number}"
+        );
+    }
+}
+
+/// A call that names a gas price is a legacy transaction in the result (geth's rule), hashed
+/// unsigned with v, r and s zero and no chain id; so is every call before London. The hash
+/// below was computed outside simnode (viem's `keccak256(toRlp([...]))` of the nine fields).
+#[test]
+fn a_call_with_a_gas_price_is_a_legacy_transaction() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let from = "0x00000000000000000000000000000000000a11ce";
+    let response = answer(
+        &sim,
+        &request(json!({
+            "blockStateCalls": [{
+                "stateOverrides": {from: {"balance": "0xde0b6b3a7640000"}},
+                "calls": [{
+                    "from": from,
+                    "to": "0xc100000000000000000000000000000000000000",
+                    "gas": "0x5208",
+                    "gasPrice": "0x77359400",
+                    "nonce": "0x0",
+                    "value": "0x1",
+                }],
+            }],
+            "validation": true,
+            "returnFullTransactions": true,
+        })),
+    );
+    let block = &ok_blocks(&response)[0];
+    let tx = &block["transactions"][0];
+    assert_eq!(tx["type"], "0x0", "{tx}");
+    assert_eq!(tx["gasPrice"], "0x77359400", "{tx}");
+    assert_eq!(
+        (&tx["v"], &tx["r"], &tx["s"]),
+        (&json!("0x0"), &json!("0x0"), &json!("0x0"))
+    );
+    assert!(tx.get("chainId").is_none(), "{tx}");
+    assert_eq!(
+        tx["hash"], "0x91541a7fdb018a39eacb52672bf8d38deaf9967a1df3b03413071916268148a6",
+        "{tx}"
+    );
+    assert_eq!(block["calls"][0]["status"], "0x1");
+
+    // Before London (block 0x10 on this chain) a call without fee fields is legacy too.
+    let response = answer(
+        &sim,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1", "params": [
+            {"blockStateCalls": [{"calls": [{"to": "0xc100000000000000000000000000000000000000"}]}],
+             "returnFullTransactions": true},
+            "0x10"]}),
+    );
+    let tx = &ok_blocks(&response)[0]["transactions"][0];
+    assert_eq!(
+        (&tx["type"], &tx["gasPrice"]),
+        (&json!("0x0"), &json!("0x0")),
+        "{tx}"
+    );
+
+    // A blob or set-code call cannot be legacy: a gas price with their fields is refused.
+    let response = answer(
+        &sim,
+        &request(json!({"blockStateCalls": [{"calls": [{
+            "to": "0xc100000000000000000000000000000000000000",
+            "gasPrice": "0x1",
+            "authorizationList": [],
+        }]}]})),
+    );
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+}

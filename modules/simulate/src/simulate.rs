@@ -11,9 +11,12 @@ use std::{
 use alloy::{
     consensus::{
         constants::EMPTY_OMMER_ROOT_HASH,
-        proofs::{calculate_receipt_root, calculate_transaction_root, calculate_withdrawals_root},
+        proofs::{
+            calculate_receipt_root, calculate_withdrawals_root, ordered_trie_root_with_encoder,
+        },
+        transaction::RlpEcdsaEncodableTx,
         Block, BlockBody, Eip658Value, Header, Receipt, ReceiptEnvelope, ReceiptWithBloom,
-        SignableTransaction, TxEip1559, TxEip4844, TxEip7702, TxEnvelope,
+        SignableTransaction, Signed, TxEip1559, TxEip4844, TxEip7702, TxEnvelope, TxLegacy,
     },
     eips::{eip4844::DATA_GAS_PER_BLOB, eip4895::Withdrawals, eip7685::Requests},
     primitives::{Address, Bloom, Bytes, Signature, TxKind, B256, U256},
@@ -318,7 +321,7 @@ impl BodyRoots {
             logs_bloom |= *r.logs_bloom();
         }
         Self {
-            transactions_root: calculate_transaction_root(&transactions),
+            transactions_root: ordered_trie_root_with_encoder(&transactions, encode_transaction),
             receipts_root: calculate_receipt_root(&receipts),
             logs_bloom,
             transactions,
@@ -352,6 +355,10 @@ impl Runner<'_> {
         } = block;
 
         let london = spec.is_london_active_at_block(number);
+        // Before Spurious Dragon an emptied account stays in the state (no EIP-161), and before
+        // Byzantium a receipt holds the state root after its transaction instead of a status.
+        let eip161 = spec.is_spurious_dragon_active_at_block(number);
+        let byzantium = spec.is_byzantium_active_at_block(number);
         let shanghai = spec.is_shanghai_active_at_timestamp(timestamp);
         let cancun = spec.is_cancun_active_at_timestamp(timestamp);
         let prague = spec.is_prague_active_at_timestamp(timestamp);
@@ -381,7 +388,13 @@ impl Runner<'_> {
             parent_hash,
             ommers_hash: EMPTY_OMMER_ROOT_HASH,
             beneficiary: overrides.fee_recipient.unwrap_or(parent.beneficiary),
-            difficulty: parent.difficulty,
+            // Past the merge a block has no difficulty, whatever its parent had (a simulation
+            // from a proof-of-work block across the merge); before it, the parent's.
+            difficulty: if spec.is_post_merge(number) {
+                U256::ZERO
+            } else {
+                parent.difficulty
+            },
             number,
             gas_limit: overrides
                 .gas_limit
@@ -491,13 +504,15 @@ impl Runner<'_> {
                 Err(e) => return Err(map_evm_error(e, &prepared)),
             };
             let wrapped_nonce = prepared.wraps_nonce;
-            self.touched.extend(
-                result_and_state
-                    .state
-                    .iter()
-                    .filter(|(_, account)| account.is_touched())
-                    .map(|(address, _)| *address),
-            );
+            if eip161 {
+                self.touched.extend(
+                    result_and_state
+                        .state
+                        .iter()
+                        .filter(|(_, account)| account.is_touched())
+                        .map(|(address, _)| *address),
+                );
+            }
             evm.db_mut().commit(result_and_state.state);
             if wrapped_nonce {
                 // geth's nonce counter wraps around where revm's saturates.
@@ -515,8 +530,14 @@ impl Runner<'_> {
             blob_gas_used += prepared.blob_count * DATA_GAS_PER_BLOB;
 
             let logs = evm.inspector_mut().take_logs();
+            let status = if byzantium {
+                Eip658Value::Eip658(result.is_success())
+            } else {
+                let changes = evm.db_mut().changes(&self.touched);
+                Eip658Value::PostState(self.chain.state_root_with(self.base_number, &changes)?)
+            };
             let receipt = Receipt {
-                status: Eip658Value::Eip658(result.is_success()),
+                status,
                 cumulative_gas_used: gas_used,
                 logs: result.logs().to_vec(),
             }
@@ -722,29 +743,38 @@ impl Runner<'_> {
         }
         let blob_hashes = call.blob_versioned_hashes.clone();
         let authorizations = call.authorization_list.clone();
+        // The transaction the block holds, as geth makes it: set-code or blob by the fields the
+        // call carries; otherwise legacy when it names a gas price or the block has no base fee
+        // (before London), and EIP-1559 when it does not.
         let tx_type: u8 = if authorizations.is_some() {
             4
         } else if blob_hashes.is_some() {
             3
+        } else if call.gas_price.is_some() || base_fee.is_none() {
+            0
         } else {
             2
         };
+        // geth turns such a call into a legacy transaction that drops the blobs or
+        // authorizations it still executes; refused here rather than answered inconsistently.
+        if tx_type >= 3 && call.gas_price.is_some() {
+            return Err(RpcError::invalid_params(
+                "gasPrice cannot be used with blobVersionedHashes or authorizationList: blob and set-code transactions pay with maxFeePerGas",
+            ));
+        }
         let kind = call.to.unwrap_or(TxKind::Create);
-        if tx_type != 2 && kind.is_create() {
+        if tx_type >= 3 && kind.is_create() {
             return Err(RpcError::invalid_params(
                 "blob and set-code transactions need a \"to\" address",
             ));
         }
         let blob_hashes = blob_hashes.unwrap_or_default();
         let access_list = call.access_list.clone().unwrap_or_default();
-        let exec_type = if base_fee.is_none() && tx_type == 2 {
-            if access_list.is_empty() {
-                0
-            } else {
-                1
-            }
-        } else {
-            tx_type
+        // A legacy transaction runs with its access list (as geth's message does), which the
+        // EVM takes from an EIP-2930 transaction.
+        let exec_type = match tx_type {
+            0 if !access_list.is_empty() => 1,
+            other => other,
         };
         // Without validation geth skips the blob fee check of a call with no blob fee cap (the
         // blob fee is still charged): the EVM is given the block's blob price as the cap. The
@@ -818,6 +848,15 @@ impl Runner<'_> {
                 }
                 .into_signed(sig),
             ),
+            0 => unsigned_legacy(TxLegacy {
+                chain_id: None,
+                nonce,
+                gas_price: call.gas_price.unwrap_or_default(),
+                gas_limit: gas,
+                to: kind,
+                value,
+                input,
+            }),
             _ => TxEnvelope::from(
                 TxEip1559 {
                     chain_id,
@@ -919,10 +958,27 @@ impl Runner<'_> {
                 result
             })
             .collect();
-        serde_json::value::to_raw_value(&SimulatedBlockJson {
+        let json = SimulatedBlockJson {
             block: &block,
             calls: &calls,
-        })
+        };
+        let unsigned_legacy = |tx: &alloy::rpc::types::Transaction| matches!(tx.inner.inner(), TxEnvelope::Legacy(signed) if *signed.signature() == zero_signature());
+        match &block.transactions {
+            BlockTransactions::Full(full) if full.iter().any(unsigned_legacy) => {
+                // alloy writes a legacy transaction's `v` from its signature and chain id (27
+                // here); the transaction was hashed with `v` zero, which is what geth shows.
+                let mut value = serde_json::to_value(&json).map_err(RpcError::internal)?;
+                if let Some(txs) = value["transactions"].as_array_mut() {
+                    for (tx, full) in txs.iter_mut().zip(full) {
+                        if unsigned_legacy(full) {
+                            tx["v"] = serde_json::Value::from("0x0");
+                        }
+                    }
+                }
+                serde_json::value::to_raw_value(&value)
+            }
+            _ => serde_json::value::to_raw_value(&json),
+        }
         .map_err(RpcError::internal)
     }
 }
@@ -938,6 +994,46 @@ struct PreparedCall {
     /// The block's base fee (0 before London), for geth's fee error message.
     base_fee: u64,
     gas: u64,
+}
+
+/// An unsigned legacy transaction as geth's simulation makes it: `v`, `r` and `s` zero (so no
+/// EIP-155 chain id), hashed that way. alloy would encode `v` as 27; [`encode_transaction`]
+/// encodes it as zero for the block's transaction root.
+fn unsigned_legacy(tx: TxLegacy) -> TxEnvelope {
+    let mut encoded = Vec::with_capacity(tx.rlp_encoded_fields_length() + 8);
+    encode_unsigned_legacy(&tx, &mut encoded);
+    let hash = alloy::primitives::keccak256(&encoded);
+    TxEnvelope::Legacy(Signed::new_unchecked(tx, zero_signature(), hash))
+}
+
+fn zero_signature() -> Signature {
+    Signature::new(U256::ZERO, U256::ZERO, false)
+}
+
+fn encode_unsigned_legacy(tx: &TxLegacy, out: &mut dyn alloy::rlp::BufMut) {
+    use alloy::rlp::Encodable;
+    // v, r and s: three zeros of one byte each.
+    let payload_length = tx.rlp_encoded_fields_length() + 3;
+    alloy::rlp::Header {
+        list: true,
+        payload_length,
+    }
+    .encode(out);
+    tx.rlp_encode_fields(out);
+    for _ in 0..3 {
+        0u8.encode(out);
+    }
+}
+
+/// A simulated transaction's encoding in the block (EIP-2718), unsigned legacy ones included.
+fn encode_transaction(tx: &TxEnvelope, out: &mut Vec<u8>) {
+    use alloy::eips::Encodable2718;
+    match tx {
+        TxEnvelope::Legacy(signed) if *signed.signature() == zero_signature() => {
+            encode_unsigned_legacy(signed.tx(), out)
+        }
+        other => other.encode_2718(out),
+    }
 }
 
 fn effective_gas_price(tx: &TxEnvelope, base_fee: Option<u64>) -> u128 {
