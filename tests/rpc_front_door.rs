@@ -1061,6 +1061,39 @@ async fn json_rpc_conformance() {
         assert_eq!(reply.error_code(), -32600, "{id}: {reply:?}");
         assert_eq!(reply.json()["id"], Value::Null, "{id}: {reply:?}");
     }
+    // An id given twice is an invalid request (jsonrpsee would leave it unanswered), alone or
+    // in a batch.
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"test_add","params":[1,2]}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"test_add","params":[1,2],"id":null}"#,
+    ] {
+        let reply = node.post(&path, body).await;
+        assert_eq!(reply.error_code(), -32600, "{body}: {reply:?}");
+        assert_eq!(reply.json()["id"], Value::Null, "{body}: {reply:?}");
+    }
+    let batch = node
+        .post(
+            &path,
+            r#"[{"jsonrpc":"2.0","id":1,"id":2,"method":"test_add","params":[1,2]},
+                {"jsonrpc":"2.0","id":3,"method":"test_add","params":[1,2]}]"#,
+        )
+        .await;
+    assert_eq!(
+        batch.text,
+        r#"[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request"}},{"jsonrpc":"2.0","id":3,"result":3}]"#
+    );
+    // A request that is not UTF-8 (here inside its id) is a parse error, not silence.
+    let reply = http(
+        node.addr(),
+        "POST",
+        &path,
+        Some("application/json"),
+        b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"test_add\",\"params\":[1,2]}".to_vec(),
+    )
+    .await;
+    assert_eq!(reply.error_code(), -32700, "{reply:?}");
+    assert_eq!(reply.json()["id"], Value::Null, "{reply:?}");
+
     let batch = node
         .post(
             &path,

@@ -5,7 +5,10 @@
 //! strings and numbers that fit a u64: a request with any other id (negative, fractional,
 //! written with an exponent, past u64, a bool) fails jsonrpsee's request parse, then passes its
 //! notification parse, which has no id, and is never answered. A request whose id is an array or
-//! an object is not a valid request at all and must get -32600 with a null id, not silence.
+//! an object is not a valid request at all and must get -32600 with a null id, not silence; so
+//! does one that names its id twice (jsonrpsee refuses it as a request and takes it for a
+//! notification). A single request that is not UTF-8 gets -32700: jsonrpsee's notification
+//! parse skips over strings without checking them, so it too would go unanswered.
 //!
 //! The HTTP layer looks at ids only where jsonrpsee gets them wrong: a single request only after
 //! jsonrpsee found no answer for it (so an ordinary request pays nothing), a batch before it is
@@ -20,11 +23,41 @@ use jsonrpsee::types::Id;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-/// The one field of a request object looked at here.
-#[derive(Deserialize)]
+/// The one field of a request object looked at here, and whether it was given twice.
 struct IdOnly<'a> {
-    #[serde(borrow, default)]
     id: Option<&'a RawValue>,
+    repeated: bool,
+}
+
+impl<'de> Deserialize<'de> for IdOnly<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = IdOnly<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a request object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut found = IdOnly {
+                    id: None,
+                    repeated: false,
+                };
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "id" {
+                        found.repeated |= found.id.is_some();
+                        found.id = Some(map.next_value()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(found)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
 }
 
 /// What jsonrpsee makes of one request object's id.
@@ -46,9 +79,11 @@ fn offset_in(outer: &str, inner: &str) -> usize {
 
 /// The id of request `object`, a slice of `body` (spans are offsets into `body`).
 fn id_kind(body: &str, object: &str) -> IdKind {
-    let Ok(IdOnly { id: Some(id) }) = serde_json::from_str::<IdOnly<'_>>(object) else {
+    let id = match serde_json::from_str::<IdOnly<'_>>(object) {
+        Ok(IdOnly { repeated: true, .. }) => return IdKind::Invalid,
+        Ok(IdOnly { id: Some(id), .. }) => id,
         // No id, a null one, or something jsonrpsee refuses as well (answered as it sees fit).
-        return IdKind::Carried;
+        _ => return IdKind::Carried,
     };
     if serde_json::from_str::<Id<'_>>(id.get()).is_ok() {
         return IdKind::Carried;
@@ -91,6 +126,9 @@ impl Rewrite {
 /// A request object jsonrpsee answers with -32600 and a null id.
 const INVALID_REQUEST: &str = r#"{"jsonrpc":"2.0","id":null}"#;
 
+/// A body jsonrpsee answers with -32700 and a null id.
+const NOT_JSON: &str = "{";
+
 /// A prefix of stand-in ids found nowhere in `body`, so that a stand-in can only be found in
 /// the answer where it was put.
 fn stand_in_prefix(body: &str) -> String {
@@ -128,7 +166,13 @@ fn rewrite(body: &str, spans: Vec<(usize, usize, bool)>) -> Option<Rewrite> {
 /// For a single request object that jsonrpsee did not answer: the body to send instead, if
 /// its id was the reason.
 pub fn fix_single(body: &[u8]) -> Option<Rewrite> {
-    let body = std::str::from_utf8(body).ok()?;
+    let Ok(body) = std::str::from_utf8(body) else {
+        // Sent on as something jsonrpsee answers with a parse error (-32700, null id).
+        return Some(Rewrite {
+            body: NOT_JSON.to_string(),
+            swaps: Vec::new(),
+        });
+    };
     let object = body.trim();
     let span = match id_kind(body, object) {
         IdKind::Carried => return None,
@@ -205,6 +249,31 @@ mod tests {
             fix.body,
             r#"{"id":"simnode-id-1-0","method":"m","params":["simnode-id-0-x"]}"#
         );
+    }
+
+    #[test]
+    fn a_repeated_id_makes_an_invalid_request() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"m","id":null}"#,
+            r#"{"jsonrpc":"2.0","i\u0064":7,"method":"m","id":7}"#,
+        ] {
+            let fix = fix_single(body.as_bytes()).expect(body);
+            assert_eq!(fix.body, INVALID_REQUEST, "{body}");
+        }
+        let fix =
+            fix_batch(br#"[{"id":1,"id":2,"method":"m"},{"id":3,"method":"m"}]"#).expect("fix");
+        assert_eq!(
+            fix.body,
+            r#"[{"jsonrpc":"2.0","id":null},{"id":3,"method":"m"}]"#
+        );
+    }
+
+    #[test]
+    fn a_single_request_that_is_not_utf8_is_a_parse_error() {
+        let fix =
+            fix_single(b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"m\"}").expect("fix");
+        assert_eq!(fix.body, NOT_JSON);
     }
 
     #[test]
