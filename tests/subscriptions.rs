@@ -232,6 +232,15 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
         let answer = ws.call("eth_subscribe", params.clone()).await;
         assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
     }
+    // Params jsonrpsee itself refuses (no kind at all) get one answer, not two.
+    for params in [json!([]), Value::Null, json!({}), json!([1])] {
+        let answer = ws.call("eth_subscribe", params.clone()).await;
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
+        while let Some(msg) = ws.recv(Duration::from_millis(300)).await {
+            assert_ne!(msg["id"], answer["id"], "{params}: answered twice: {answer}, {msg}");
+            ws.early.push(msg);
+        }
+    }
     let node2 = node.clone();
     let answer =
         tokio::task::spawn_blocking(move || node2.call("eth_subscribe", json!(["newHeads"])))

@@ -237,7 +237,9 @@ where
                 Err(panic) => panicked(&method, id.clone().into_owned(), panic.as_ref()),
             },
         };
-        if response.as_error_code() == Some(INVALID_PARAMS_CODE) {
+        // A subscription's answer has already gone to the socket (jsonrpsee sends it from the
+        // subscription itself); a renamed copy would be a second answer to the same request.
+        if response.as_error_code() == Some(INVALID_PARAMS_CODE) && !response.is_subscription() {
             if let Some(named) =
                 named_invalid_params(&method, params.as_deref().map(|p| p.get()), &response)
             {
