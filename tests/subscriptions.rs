@@ -237,7 +237,10 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
         let answer = ws.call("eth_subscribe", params.clone()).await;
         assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
         while let Some(msg) = ws.recv(Duration::from_millis(300)).await {
-            assert_ne!(msg["id"], answer["id"], "{params}: answered twice: {answer}, {msg}");
+            assert_ne!(
+                msg["id"], answer["id"],
+                "{params}: answered twice: {answer}, {msg}"
+            );
             ws.early.push(msg);
         }
     }

@@ -288,6 +288,27 @@ fn extra_positional_params_are_refused_by_every_method() {
     assert!(batch[1]["result"].is_string(), "{batch}");
 }
 
+/// Params that are neither an array nor an object are refused as geth does (-32602 "non-array
+/// args"), by methods that take no arguments too, which would otherwise ignore them.
+#[test]
+fn params_that_are_not_an_array_are_refused() {
+    let node = Node::execution_apis(&[]);
+    for method in ["eth_blockNumber", "eth_chainId", "eth_getBalance"] {
+        for params in [json!("x"), json!(5), json!(true)] {
+            let r = node.call(method, params.clone());
+            assert_eq!(
+                r["error"],
+                json!({"code": -32602, "message": "non-array args"}),
+                "{method} {params}: {r}"
+            );
+        }
+    }
+    for params in [json!([]), serde_json::Value::Null] {
+        let r = node.call("eth_blockNumber", params.clone());
+        assert!(r["result"].is_string(), "{params}: {r}");
+    }
+}
+
 /// debug_executionWitness (upstream debug_executionWitness/*.io, recorded from geth on this chain): for
 /// every block, the witness holds the parent's state root node, the parent-state proof of each
 /// transaction's sender and recipient, the code of each called contract, and the parent header first;

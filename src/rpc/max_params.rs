@@ -69,9 +69,19 @@ impl MaxParams {
         let (Some(&max), Some(params)) = (self.0.get(method), params) else {
             return Ok(());
         };
-        let text = params.get();
-        if !text.trim_start().starts_with('[') {
-            return Ok(());
+        let text = params.get().trim_start();
+        if !text.starts_with('[') {
+            // JSON-RPC params are an array or an object; a method that takes none would not
+            // look at a string, number or bool, and the client would never learn it was
+            // ignored. geth's answer.
+            if text.starts_with('{') || text == "null" {
+                return Ok(());
+            }
+            return Err(ErrorObjectOwned::owned(
+                INVALID_PARAMS_CODE,
+                "non-array args",
+                None::<()>,
+            ));
         }
         // Counting needs no decoding of the elements; a malformed array is the method's to report.
         match serde_json::from_str::<Vec<IgnoredAny>>(text) {
@@ -91,6 +101,24 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    #[test]
+    fn params_that_are_neither_array_nor_object_are_refused() {
+        let max = MaxParams::from_tables(&[&[("m_none", 0), ("m_one", 1)]]).unwrap();
+        for method in ["m_none", "m_one"] {
+            for params in [r#""x""#, "5", "true", " false"] {
+                let err = max.check(method, Some(&raw(params))).unwrap_err();
+                assert_eq!(err.code(), INVALID_PARAMS_CODE, "{method} {params}");
+                assert_eq!(err.message(), "non-array args");
+            }
+            for params in ["[]", "{}", "null", " []"] {
+                assert!(
+                    max.check(method, Some(&raw(params))).is_ok(),
+                    "{method} {params}"
+                );
+            }
+        }
     }
 
     #[test]
