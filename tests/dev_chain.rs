@@ -357,6 +357,47 @@ fn dev_node_signs_with_its_accounts() {
         "not sent"
     );
 
+    // A type the request names is the type signed: an access-list transaction with a gas price
+    // and no list gets an empty one (alloy and geth would pick legacy from the fields), a
+    // legacy one gets a gas price; fields the named type cannot carry are refused.
+    for (request, want) in [
+        (json!({"type": "0x1", "gasPrice": "0x3b9aca00"}), 1u8),
+        (json!({"type": "0x1"}), 1),
+        (json!({"type": "0x0"}), 0),
+        (json!({"type": "0x2"}), 2),
+    ] {
+        let mut request = request;
+        request["from"] = json!(accounts[2]);
+        request["to"] = json!(to);
+        let signed = node.result("eth_signTransaction", json!([request]));
+        let raw: Bytes = serde_json::from_value(signed["raw"].clone()).expect("raw bytes");
+        let tx = TxEnvelope::decode_2718(&mut raw.as_ref()).expect("a transaction");
+        assert_eq!(tx.tx_type() as u8, want, "{request}: {signed}");
+        assert_eq!(tx.recover_signer().expect("a signer"), accounts[2]);
+        if want == 1 {
+            assert_eq!(signed["tx"]["accessList"], json!([]), "{signed}");
+        }
+    }
+    for request in [
+        json!({"type": "0x1", "maxFeePerGas": "0x1"}),
+        json!({"type": "0x0", "accessList": []}),
+        json!({"type": "0x2", "gasPrice": "0x1"}),
+        json!({"type": "0x4"}),
+        json!({"type": "0x7"}),
+    ] {
+        let mut request = request;
+        request["from"] = json!(accounts[2]);
+        request["to"] = json!(to);
+        let answer = node.call("eth_signTransaction", json!([request]));
+        assert_eq!(answer["error"]["code"], -32000, "{request}: {answer}");
+    }
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": accounts[2], "to": to, "type": "0x1", "gasPrice": "0x3b9aca00"}]),
+    );
+    let receipt = receipt_when_mined(&node, "the access-list transaction", &hash);
+    assert_eq!(receipt["type"], "0x1", "{receipt}");
+
     // Filled in, unsigned: geth's eth_fillTransaction (the gas is estimated against the
     // sender's balance at the fee cap, so the sender must be able to pay).
     let filled = node.result(

@@ -239,6 +239,7 @@ impl Accounts {
             // alloy's builder wants a creation said out loud.
             request.to = Some(TxKind::Create);
         }
+        apply_requested_type(&mut request)?;
         self.fill_fees(&mut request).await?;
         if request.value.is_none() {
             request.value = Some(U256::ZERO);
@@ -308,8 +309,9 @@ impl Accounts {
         Ok(sidecar)
     }
 
-    /// geth's fee defaults: a gas price before London (or when one is given), else a tip and
-    /// a fee cap of the tip plus twice the head's base fee.
+    /// geth's fee defaults: a gas price before London (or when one is given, or the request asks
+    /// for a legacy or access-list transaction), else a tip and a fee cap of the tip plus twice
+    /// the head's base fee.
     async fn fill_fees(&self, request: &mut TransactionRequest) -> RpcResult<()> {
         let dynamic =
             request.max_fee_per_gas.is_some() || request.max_priority_fee_per_gas.is_some();
@@ -322,8 +324,11 @@ impl Accounts {
             return Ok(());
         }
         let head = self.store.head_header().map_err(RpcError::internal)?;
-        let Some(base_fee) = head.base_fee_per_gas else {
-            if dynamic {
+        let priced = matches!(request.transaction_type, Some(0 | 1));
+        let Some(base_fee) = head.base_fee_per_gas.filter(|_| !priced) else {
+            if head.base_fee_per_gas.is_none()
+                && (dynamic || request.transaction_type.is_some_and(|t| t >= 2))
+            {
                 return Err(server(
                     "maxFeePerGas and maxPriorityFeePerGas are not valid before London is active",
                 ));
@@ -376,6 +381,56 @@ impl Accounts {
         // r, s and v as 27 or 28, as geth's eth_sign returns them.
         Ok(Bytes::from(signature.as_bytes().to_vec()))
     }
+}
+
+/// Holds the request to the transaction type it names, if it names one. alloy (and geth, which
+/// has no `type` field) pick the type from the fields given, so `"type": "0x1"` with a gas price
+/// and no access list would be signed as a legacy transaction: the access list is filled in as
+/// empty instead, and fields the named type cannot carry are refused rather than dropped.
+fn apply_requested_type(request: &mut TransactionRequest) -> RpcResult<()> {
+    let Some(kind) = request.transaction_type else {
+        return Ok(());
+    };
+    let dynamic = request.max_fee_per_gas.is_some() || request.max_priority_fee_per_gas.is_some();
+    let blob = request.blob_versioned_hashes.is_some() || request.max_fee_per_blob_gas.is_some();
+    let set_code = request.authorization_list.is_some();
+    let refuse = |fields: &str| {
+        Err(server(format!(
+            "a transaction of type {kind:#x} cannot carry {fields}"
+        )))
+    };
+    if kind > 4 {
+        return Err(server(format!(
+            "transaction type {kind:#x} is not supported"
+        )));
+    }
+    if kind <= 1 && dynamic {
+        return refuse("maxFeePerGas or maxPriorityFeePerGas");
+    }
+    if kind == 0 && request.access_list.is_some() {
+        return refuse("an accessList");
+    }
+    if kind >= 2 && request.gas_price.is_some() {
+        return refuse("a gasPrice");
+    }
+    if blob != (kind == 3) {
+        return match kind {
+            3 => Err(server("a transaction of type 0x3 needs blobs")),
+            _ => refuse("blobs"),
+        };
+    }
+    if set_code != (kind == 4) {
+        return match kind {
+            4 => Err(server(
+                "a transaction of type 0x4 needs an authorizationList",
+            )),
+            _ => refuse("an authorizationList"),
+        };
+    }
+    if kind == 1 {
+        request.access_list.get_or_insert_default();
+    }
+    Ok(())
 }
 
 fn server(message: impl Into<String>) -> ErrorObjectOwned {
