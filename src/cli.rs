@@ -45,7 +45,7 @@ pub struct ChainArgs {
 pub struct NodeArgs {
     #[command(flatten)]
     pub chain: ChainArgs,
-    /// Mine a block for each transaction (or every --dev.block-time seconds).
+    /// Mine a block as soon as transactions wait (or every --dev.block-time seconds).
     #[arg(long)]
     pub dev: bool,
     /// Mine on this interval instead of per transaction.
