@@ -1825,3 +1825,51 @@ fn sent_transactions_are_estimated_on_the_pending_block() {
         json!(format!("0x{:064x}", 1))
     );
 }
+
+/// trace_callMany without a block runs on the pending block, as reth's does: the calls see
+/// the transactions waiting in the pool and the next block's number; trace_call (and
+/// trace_callMany at `latest`) run on the head.
+#[test]
+fn trace_call_many_defaults_to_the_pending_block() {
+    let node = Node::start(
+        TempDir::new("dev-trace-pending"),
+        Path::new("dev"),
+        &["--dev"],
+    );
+    // Returns NUMBER.
+    let reader = "0x0000000000000000000000000000000000004444";
+    node.result("anvil_setCode", json!([reader, "0x4360005260206000f3"]));
+    node.result("evm_setAutomine", json!([false]));
+    let to = address!("0000000000000000000000000000000000003333");
+    for _ in 0..2 {
+        node.result(
+            "eth_sendTransaction",
+            json!([{"from": ADDR0, "to": to, "value": "0x5"}]),
+        );
+    }
+    let head = quantity(&node.result("eth_getBlockByNumber", json!(["latest", false]))["number"]);
+    let call = json!({"from": ADDR0, "to": reader, "gas": "0x10000"});
+    let sender = ADDR0.to_string().to_lowercase();
+    for (params, number, nonce) in [
+        (json!([[[call.clone(), ["stateDiff"]]]]), head + 1, "0x2"),
+        (
+            json!([[[call.clone(), ["stateDiff"]]], "pending"]),
+            head + 1,
+            "0x2",
+        ),
+        (
+            json!([[[call.clone(), ["stateDiff"]]], "latest"]),
+            head,
+            "0x0",
+        ),
+    ] {
+        let traced = node.result("trace_callMany", params.clone());
+        assert_eq!(quantity(&traced[0]["output"]), number, "{params}: {traced}");
+        assert_eq!(
+            traced[0]["stateDiff"][&sender]["nonce"]["*"]["from"], nonce,
+            "{params}: {traced}"
+        );
+    }
+    let traced = node.result("trace_call", json!([call, ["trace"]]));
+    assert_eq!(quantity(&traced["output"]), head, "{traced}");
+}

@@ -51,6 +51,7 @@ impl Default for BlockParam {
 
 impl BlockParam {
     pub const LATEST: Self = Self::Tag(BlockTag::Latest);
+    pub const PENDING: Self = Self::Tag(BlockTag::Pending);
 
     /// Parses a JSON value; the error message is meant for the user.
     pub fn from_value(value: &Value) -> Result<Self, String> {

@@ -244,7 +244,8 @@ impl TraceApiServer for Trace {
                 self.limits.max_calls
             )));
         }
-        let block = block.unwrap_or(BlockParam::LATEST);
+        // reth's default: the calls follow what the pool would mine next.
+        let block = block.unwrap_or(BlockParam::PENDING);
         self.traced(move |ctx, limits, stop_at| {
             let calls = calls.clone();
             exec::trace_call_many(ctx, limits, calls, block, Overrides::default(), stop_at)
