@@ -1065,3 +1065,23 @@ fn a_call_with_a_gas_price_is_a_legacy_transaction() {
     );
     assert_eq!(response["error"]["code"], -32602, "{response}");
 }
+
+/// A system contract overridden with code that reverts fails the block: the request's doing,
+/// answered with -32000 as geth does, not as an internal error of the node.
+#[test]
+fn a_reverting_system_contract_is_the_requests_error() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    for contract in [
+        // EIP-7002 withdrawal requests, EIP-7251 consolidation requests (after the calls).
+        "0x00000961Ef480Eb55e80D19ad83579A64c007002",
+        "0x0000BBdDc7CE488642fb579F8B00f3a590007251",
+    ] {
+        let response = answer(
+            &sim,
+            &request(json!({"blockStateCalls": [{
+                "stateOverrides": {contract: {"code": "0x60006000fd"}},
+            }]})),
+        );
+        assert_eq!(response["error"]["code"], -32000, "{contract}: {response}");
+    }
+}

@@ -468,10 +468,10 @@ impl Runner<'_> {
         let mut system = SystemCaller::new(spec);
         system
             .apply_blockhashes_contract_call(parent_hash, &mut evm)
-            .map_err(RpcError::internal)?;
+            .map_err(system_call_failed)?;
         system
             .apply_beacon_root_contract_call(header.parent_beacon_block_root, &mut evm)
-            .map_err(RpcError::internal)?;
+            .map_err(system_call_failed)?;
 
         let mut gas_used = 0u64;
         let mut blob_gas_used = 0u64;
@@ -555,13 +555,13 @@ impl Runner<'_> {
         let mut requests = Requests::default();
         if prague {
             let deposits =
-                parse_deposits_from_receipts(spec, receipts.iter()).map_err(RpcError::internal)?;
+                parse_deposits_from_receipts(spec, receipts.iter()).map_err(system_call_failed)?;
             if !deposits.is_empty() {
                 requests.push_request_with_type(0, deposits);
             }
             system
                 .append_post_execution_changes(&mut evm, &mut requests)
-                .map_err(RpcError::internal)?;
+                .map_err(system_call_failed)?;
         }
         drop(evm);
 
@@ -981,6 +981,13 @@ impl Runner<'_> {
         }
         .map_err(RpcError::internal)
     }
+}
+
+/// A system contract (EIP-2935, 4788, 7002, 7251) or the deposit contract failing in a
+/// simulated block: only overrides of that contract's code or state can make it fail, so it is
+/// the request's doing (geth's -32000), not the node's.
+fn system_call_failed(err: impl std::fmt::Display) -> RpcError {
+    RpcError::Server(err.to_string())
 }
 
 /// A call with its defaults filled in, ready for the EVM.
