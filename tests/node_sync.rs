@@ -540,6 +540,16 @@ fn engine_api_refuses_corrupted_payloads_and_keeps_the_chain() {
             let (status, body) = node.engine_raw(&request.to_string());
             assert_eq!(status, 200, "{body}");
             let v: Value = serde_json::from_str(&body).expect("json");
+            // Moved back across Cancun (420) or Prague (450) on this chain, the payload is
+            // outside the fork of the method version its shape needs: -38005 comes first.
+            let ts = block.header.timestamp;
+            if what == "timestamp not after the parent's"
+                && [420, 450].iter().any(|fork| ts - 12 < *fork && *fork <= ts)
+            {
+                assert_eq!(v["error"]["code"], -38005, "block {number}, {what}: {v}");
+                refused += 1;
+                continue;
+            }
             assert_eq!(
                 v["result"]["status"], "INVALID",
                 "block {number}, {what}: {v}"
@@ -840,6 +850,29 @@ fn engine_api_builds_a_payload_a_consensus_client_can_propose() {
     assert_eq!(payload["withdrawals"][0]["amount"], "0x3b9aca00");
     assert_eq!(envelope["blobsBundle"]["commitments"], json!([]));
     let hash = payload["blockHash"].clone();
+    // An Osaka payload through V3 or V2 is not their fork (-38005), whatever else is wrong.
+    let r = engine("engine_newPayloadV3", json!([payload, [], beacon_root]));
+    assert_eq!(r["error"]["code"], -38005, "{r}");
+    let mut v2_payload = payload.clone();
+    for field in ["blobGasUsed", "excessBlobGas"] {
+        v2_payload.as_object_mut().expect("object").remove(field);
+    }
+    let r = engine("engine_newPayloadV2", json!([v2_payload]));
+    assert_eq!(r["error"]["code"], -38005, "{r}");
+    // Execution requests that break EIP-7685's form are invalid params, not a block to judge:
+    // a type byte alone, nothing, out of order, a type twice.
+    for requests in [
+        json!(["0x00"]),
+        json!(["0x"]),
+        json!(["0x01aa", "0x00bb"]),
+        json!(["0x01aa", "0x01bb"]),
+    ] {
+        let r = engine(
+            "engine_newPayloadV4",
+            json!([payload, [], beacon_root, requests]),
+        );
+        assert_eq!(r["error"]["code"], -32602, "{requests}: {r}");
+    }
     let r = engine(
         "engine_newPayloadV4",
         json!([payload, [], beacon_root, envelope["executionRequests"]]),

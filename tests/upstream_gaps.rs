@@ -617,3 +617,157 @@ fn call_tracer_logs_carry_their_block_log_index() {
     }
     assert!(checked > 10, "the chain has logs to check ({checked})");
 }
+
+/// eth_call's fee checks are geth's: a call that names a price is checked against the base fee
+/// (a gas price too, not only a fee cap), a tip above the cap is refused first, and the balance
+/// must cover gas times the fee cap, not the effective price. Blob and set-code calls without a
+/// recipient are refused before they run (geth's pre-checks), where they ran as creations.
+#[test]
+fn eth_call_checks_fees_as_geth_does() {
+    let node = Node::execution_apis(&[]);
+    let head = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    let base_fee = u128::from_str_radix(
+        head["baseFeePerGas"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    let payer = "0x00000000000000000000000000000000000b0b0b";
+    let to = "0x00000000000000000000000000000000000c0c0c";
+    let hex = |v: u128| format!("{v:#x}");
+    let call = |fields: serde_json::Value, balance: u128| {
+        let mut request = json!({"from": payer, "to": to, "gas": "0x5208"});
+        for (k, v) in fields.as_object().unwrap() {
+            request[k] = v.clone();
+        }
+        node.call(
+            "eth_call",
+            json!([request, "latest", {payer: {"balance": hex(balance)}}]),
+        )
+    };
+    let rich = 10u128.pow(24);
+    let error = |r: &serde_json::Value| {
+        (
+            r["error"]["code"].clone(),
+            r["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    };
+
+    let (code, message) = error(&call(json!({"gasPrice": "0x1"}), rich));
+    assert_eq!(code, -32000);
+    assert!(
+        message.contains("max fee per gas less than block base fee"),
+        "{message}"
+    );
+    let (code, message) = error(&call(
+        json!({"maxFeePerGas": hex(base_fee * 2), "maxPriorityFeePerGas": hex(base_fee * 3)}),
+        rich,
+    ));
+    assert_eq!(code, -32000);
+    assert!(
+        message.contains("max priority fee per gas higher than max fee per gas"),
+        "{message}"
+    );
+
+    // Enough for 21000 gas at the base fee, not at a fee cap ten times it.
+    let exact = 21_000 * base_fee;
+    let (code, message) = error(&call(json!({"maxFeePerGas": hex(base_fee * 10)}), exact));
+    assert_eq!(code, -32000);
+    assert!(message.contains("insufficient funds"), "{message}");
+    let r = call(json!({"maxFeePerGas": hex(base_fee)}), exact);
+    assert_eq!(r["result"], "0x", "{r}");
+    let r = call(json!({"gasPrice": hex(base_fee)}), exact);
+    assert_eq!(r["result"], "0x", "{r}");
+    // A call naming no fee pays nothing and is not checked against the base fee.
+    let r = call(json!({}), 0);
+    assert_eq!(r["result"], "0x", "{r}");
+
+    let blob_hash = format!("0x01{}", "00".repeat(31));
+    for (fields, words) in [
+        (
+            json!({"blobVersionedHashes": [blob_hash], "maxFeePerBlobGas": "0x10"}),
+            "blob transaction of type create",
+        ),
+        (
+            json!({"authorizationList": [{"chainId": "0x0", "address": to, "nonce": "0x0",
+                                          "yParity": "0x0", "r": "0x1", "s": "0x1"}]}),
+            "set code transaction must not be a create transaction",
+        ),
+    ] {
+        let mut request = json!({"from": payer});
+        for (k, v) in fields.as_object().unwrap() {
+            request[k] = v.clone();
+        }
+        let r = node.call("eth_call", json!([request, "latest"]));
+        assert_eq!(r["error"]["code"], -32000, "{r}");
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains(words),
+            "{r}"
+        );
+    }
+}
+
+/// From Osaka an estimate stays within EIP-7825's per-transaction cap (2^24 gas): a call that
+/// needs more cannot be sent, so it gets geth's "gas required exceeds allowance (16777216)".
+#[test]
+fn estimates_stay_within_the_osaka_transaction_gas_cap() {
+    let node = Node::execution_apis(&[]);
+    // Counts down from 800,000: about 21M gas.
+    let burner = "0x00000000000000000000000000000000000d0d0d";
+    let overrides = json!({burner: {"code": "0x620c35005b600190038060045700"}});
+    let r = node.call(
+        "eth_estimateGas",
+        json!([{"to": burner}, "latest", overrides]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("gas required exceeds allowance (16777216)"),
+        "{r}"
+    );
+    // One that fits is estimated as before.
+    let small = json!({burner: {"code": "0x6203e8005b600190038060045700"}});
+    let r = node.call("eth_estimateGas", json!([{"to": burner}, "latest", small]));
+    assert!(r["result"].is_string(), "{r}");
+}
+
+/// Topic positions count as geth counts them: a log with fewer topics than the filter names
+/// positions (wildcards included) does not match, in eth_getLogs and in filters alike.
+#[test]
+fn log_filters_need_as_many_topics_as_positions_given() {
+    let node = Node::execution_apis(&[]);
+    let all = node.result(
+        "eth_getLogs",
+        json!([{"fromBlock": "0x0", "toBlock": "latest"}]),
+    );
+    let all = all.as_array().expect("logs");
+    let with_at_least = |n: usize| {
+        all.iter()
+            .filter(|l| l["topics"].as_array().unwrap().len() >= n)
+            .count()
+    };
+    assert!(
+        with_at_least(0) > with_at_least(1),
+        "some logs without topics are needed"
+    );
+    for positions in 0..=4 {
+        let topics = vec![serde_json::Value::Null; positions];
+        let filter = json!({"fromBlock": "0x0", "toBlock": "latest", "topics": topics});
+        let logs = node.result("eth_getLogs", json!([filter.clone()]));
+        assert_eq!(
+            logs.as_array().unwrap().len(),
+            with_at_least(positions),
+            "{positions} wildcard positions"
+        );
+        let id = node.result("eth_newFilter", json!([filter]));
+        let logs = node.result("eth_getFilterLogs", json!([id]));
+        assert_eq!(logs.as_array().unwrap().len(), with_at_least(positions));
+    }
+}

@@ -81,6 +81,61 @@ pub struct EngineApi {
     jobs: Arc<PayloadJobs>,
 }
 
+/// A V1 or V2 payload's timestamp, if it has a readable one (a payload that does not parse is
+/// refused as such afterwards).
+fn payload_timestamp(payload: &serde_json::Value) -> Option<u64> {
+    serde_json::from_value::<U64>(payload.get("timestamp")?.clone())
+        .ok()
+        .map(|t| t.to())
+}
+
+/// -38005 for a payload outside the forks `engine_newPayloadV{version}` serves: V2 until
+/// Cancun, V3 Cancun only, V4 from Prague (Osaka included). V1 has no such rule in the spec.
+fn check_payload_fork(
+    spec: &simnode_api::ChainSpec,
+    version: u8,
+    timestamp: u64,
+) -> Result<(), ErrorObjectOwned> {
+    use alloy_hardforks::EthereumHardforks;
+    let cancun = spec.is_cancun_active_at_timestamp(timestamp);
+    let prague = spec.is_prague_active_at_timestamp(timestamp);
+    let served = match version {
+        2 => !cancun,
+        3 => cancun && !prague,
+        4 => prague,
+        _ => true,
+    };
+    if served {
+        Ok(())
+    } else {
+        Err(payload_jobs::unsupported_fork(format!(
+            "engine_newPayloadV{version} does not take a payload of timestamp {timestamp}"
+        )))
+    }
+}
+
+/// EIP-7685 requests as newPayloadV4 must carry them: each a type byte and data, in strictly
+/// ascending type order (so no type twice); anything else is -32602, as the spec says.
+fn check_execution_requests(requests: &[Bytes]) -> Result<(), ErrorObjectOwned> {
+    let mut last_type: Option<u8> = None;
+    for (i, request) in requests.iter().enumerate() {
+        if request.len() <= 1 {
+            return Err(invalid_params(format!(
+                "execution request {i} is {} bytes: a type byte and data are needed",
+                request.len()
+            )));
+        }
+        if last_type.is_some_and(|last| request[0] <= last) {
+            return Err(invalid_params(format!(
+                "execution request {i} (type {}) is out of order or repeats a type",
+                request[0]
+            )));
+        }
+        last_type = Some(request[0]);
+    }
+    Ok(())
+}
+
 fn invalid_params(msg: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-32602, msg.into(), None::<()>)
 }
@@ -442,6 +497,9 @@ impl EngineApi {
         })?;
         m.register_blocking_method("engine_newPayloadV2", |params, api, _| {
             let (payload,): (serde_json::Value,) = params.parse()?;
+            if let Some(timestamp) = payload_timestamp(&payload) {
+                check_payload_fork(api.store.spec(), 2, timestamp)?;
+            }
             // V2 takes a V1 payload before Shanghai and a V2 (with withdrawals) after it.
             let payload = if payload.get("withdrawals").is_some() {
                 ExecutionPayload::V2(
@@ -465,6 +523,11 @@ impl EngineApi {
         m.register_blocking_method("engine_newPayloadV3", |params, api, _| {
             let (payload, hashes, beacon_root): (ExecutionPayloadV3, Vec<B256>, B256) =
                 params.parse()?;
+            check_payload_fork(
+                api.store.spec(),
+                3,
+                payload.payload_inner.payload_inner.timestamp,
+            )?;
             let sidecar =
                 ExecutionPayloadSidecar::v3(CancunPayloadFields::new(beacon_root, hashes));
             api.new_payload_checked(ExecutionPayload::V3(payload), sidecar)
@@ -476,6 +539,12 @@ impl EngineApi {
                 B256,
                 Vec<Bytes>,
             ) = params.parse()?;
+            check_payload_fork(
+                api.store.spec(),
+                4,
+                payload.payload_inner.payload_inner.timestamp,
+            )?;
+            check_execution_requests(&requests)?;
             let sidecar = ExecutionPayloadSidecar::v4(
                 CancunPayloadFields::new(beacon_root, hashes),
                 PraguePayloadFields::new(Requests::new(requests)),

@@ -41,9 +41,7 @@ impl NodeState {
     }
 }
 
-fn unsupported_fork(what: &str) -> ErrorObjectOwned {
-    ErrorObjectOwned::owned(-38005, format!("Unsupported fork: {what}"), None::<()>)
-}
+use super::payload_jobs::unsupported_fork;
 
 /// The answer of `engine_getBlobsV{version}` for `hashes`, in their order.
 pub fn blobs(
@@ -77,7 +75,7 @@ pub fn blobs(
         }
         _ => {
             if !node.osaka {
-                return Err(unsupported_fork(&format!(
+                return Err(unsupported_fork(format!(
                     "engine_getBlobsV{version} serves blobs with cell proofs, from Osaka on"
                 )));
             }

@@ -34,7 +34,9 @@ const KEPT_PAYLOADS: usize = 16;
 /// The extra data of the blocks the node builds.
 const EXTRA_DATA: &[u8] = b"simnode";
 
-fn unsupported_fork(what: impl std::fmt::Display) -> ErrorObjectOwned {
+/// -38005, the Engine API's answer for a payload, attributes or request of a fork the method
+/// version does not serve.
+pub(super) fn unsupported_fork(what: impl std::fmt::Display) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-38005, format!("Unsupported fork: {what}"), None::<()>)
 }
 

@@ -171,9 +171,9 @@ pub fn call_tx(
     request: TransactionRequest,
     gas_cap: u64,
 ) -> RpcResult<(TxEnv, bool)> {
-    // geth: eth_call skips base-fee, nonce and sender-is-EOA checks; the per-transaction gas cap
-    // of EIP-7825 does not bind calls (the RPC gas cap does).
-    env.cfg_env.disable_base_fee = true;
+    // geth: eth_call skips nonce and sender-is-EOA checks, and the base-fee check of a call
+    // that pays nothing; the per-transaction gas cap of EIP-7825 does not bind calls (the RPC
+    // gas cap does).
     env.cfg_env.disable_nonce_check = true;
     env.cfg_env.disable_eip3607 = true;
     env.cfg_env.disable_block_gas_limit = true;
@@ -181,11 +181,25 @@ pub fn call_tx(
 
     // With no fee fields at all the call is free, and (as in geth) BASEFEE / BLOBBASEFEE read 0.
     let zero = |v: Option<u128>| v.is_none_or(|v| v == 0);
-    if zero(request.gas_price)
+    let free = zero(request.gas_price)
         && zero(request.max_fee_per_gas)
-        && zero(request.max_priority_fee_per_gas)
-    {
+        && zero(request.max_priority_fee_per_gas);
+    env.cfg_env.disable_base_fee = free;
+    if free {
         env.block_env.basefee = 0;
+    }
+    let from = request.from.unwrap_or_default();
+    check_fees(&request, env.block_env.basefee, free, from)?;
+    // geth refuses these before running anything (its pre-checks name eth_call).
+    if request.to.is_none_or(|to| to.is_create()) {
+        if request.blob_versioned_hashes.is_some() {
+            return Err(RpcError::Server("blob transaction of type create".into()));
+        }
+        if request.authorization_list.is_some() {
+            return Err(RpcError::Server(format!(
+                "set code transaction must not be a create transaction (sender {from})"
+            )));
+        }
     }
     if zero(request.max_fee_per_blob_gas) {
         if let Some(blob) = env.block_env.blob_excess_gas_and_price.as_mut() {
@@ -208,9 +222,16 @@ pub fn call_tx(
     if request.blob_versioned_hashes.is_none() && request.sidecar.is_none() {
         request.max_fee_per_blob_gas = None;
     }
+    let fee_cap = request.max_fee_per_gas;
     let mut tx: TxEnv = request
         .try_into_tx_env(env)
         .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    // alloy prices an EIP-1559 call at its effective price (reth's way). geth checks the
+    // balance against gas times the fee cap, and the EVM derives the effective price from the
+    // cap and the tip itself.
+    if tx.tx_type >= 2 {
+        tx.gas_price = fee_cap.unwrap_or_default();
+    }
     if gas_defaulted || tx.gas_limit > gas_cap {
         tx.gas_limit = gas_cap;
     }
@@ -222,6 +243,39 @@ pub fn call_tx(
             .unwrap_or_default();
     }
     Ok((tx, gas_defaulted))
+}
+
+/// geth's fee pre-checks of a call, in its order and words (-32000): a tip above the fee cap,
+/// then a fee cap (or gas price) under the base fee, unless the call pays nothing.
+fn check_fees(
+    request: &TransactionRequest,
+    base_fee: u64,
+    free: bool,
+    from: alloy::primitives::Address,
+) -> RpcResult<()> {
+    if free || request.gas_price.is_some() && request.max_fee_per_gas.is_some() {
+        // A conflict of fee styles is reported where the request is read.
+        return Ok(());
+    }
+    let cap = request
+        .gas_price
+        .or(request.max_fee_per_gas)
+        .unwrap_or_default();
+    let tip = request
+        .gas_price
+        .or(request.max_priority_fee_per_gas)
+        .unwrap_or_default();
+    if tip > cap {
+        return Err(RpcError::Server(format!(
+            "max priority fee per gas higher than max fee per gas: address {from}, maxPriorityFeePerGas: {tip}, maxFeePerGas: {cap}"
+        )));
+    }
+    if cap < u128::from(base_fee) {
+        return Err(RpcError::Server(format!(
+            "max fee per gas less than block base fee: address {from}, maxFeePerGas: {cap}, baseFee: {base_fee}"
+        )));
+    }
+    Ok(())
 }
 
 /// geth's refusal (-32000) of a transaction type the block's fork does not have.

@@ -173,19 +173,25 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
         tx.gas_limit
     };
     hi = hi.min(bounds.gas_cap);
-    // A price makes the balance an upper bound on the gas.
+    // From Osaka no transaction may have more gas than EIP-7825's cap: an estimate above it
+    // could not be sent (geth lowers its bound the same way).
+    if env.cfg_env.spec.is_enabled_in(SpecId::OSAKA) {
+        hi = hi.min(MAX_TX_GAS_OSAKA);
+    }
+    // A price makes the balance an upper bound on the gas (the fee cap's price, as geth).
     if tx.gas_price > 0 {
         let balance = db
             .basic_ref(tx.caller)
             .map_err(RpcError::from)?
             .map(|a| a.balance)
             .unwrap_or_default();
-        let available = balance.checked_sub(tx.value).ok_or_else(|| {
-            RpcError::Server(format!(
+        if tx.value >= balance && !tx.value.is_zero() {
+            return Err(RpcError::Server(format!(
                 "insufficient funds for transfer: address {} have {balance} want {}",
                 tx.caller, tx.value
-            ))
-        })?;
+            )));
+        }
+        let available = balance.saturating_sub(tx.value);
         let allowance = available / U256::from(tx.gas_price);
         hi = hi.min(allowance.saturating_to::<u64>());
     }
@@ -252,6 +258,9 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
     }
     Ok(hi)
 }
+
+/// EIP-7825's cap on a transaction's gas, from Osaka on.
+const MAX_TX_GAS_OSAKA: u64 = 1 << 24;
 
 /// The gas a call frame gets for free with a value transfer; part of geth's first guess.
 const CALL_STIPEND: u64 = 2_300;

@@ -32,7 +32,7 @@ use simnode_api::{
 };
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
-use crate::logs;
+use crate::logs::{self, LogFilter};
 
 /// How long a filter lives without being polled (geth's deadline).
 pub const FILTER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -63,7 +63,7 @@ enum Watch {
     Logs {
         /// The criteria as the client sent them, for `eth_getFilterLogs`.
         criteria: Value,
-        filter: Box<Filter>,
+        filter: Box<LogFilter>,
         events: broadcast::Receiver<ChainEvent>,
     },
     PendingTransactions(broadcast::Receiver<PoolEvent>),
@@ -145,9 +145,9 @@ fn drain<T: Clone>(events: &mut broadcast::Receiver<T>) -> Result<Vec<T>, u64> {
     }
 }
 
-fn block_logs(filter: &Filter, block: &BlockEvent, removed: bool) -> Vec<Log> {
+fn block_logs(filter: &LogFilter, block: &BlockEvent, removed: bool) -> Vec<Log> {
     let header = &block.block.header;
-    if !in_range(filter, header.number, header.hash()) {
+    if !in_range(&filter.filter, header.number, header.hash()) {
         return Vec::new();
     }
     logs::block_logs(filter, &block.block, &block.receipts, removed)
@@ -235,7 +235,7 @@ impl EthFilters {
 
 impl EthFilterApiServer for EthFilters {
     fn new_filter(&self, ext: &Extensions, criteria: Value) -> JsonRpcResult<String> {
-        let filter: Filter = serde_json::from_value(criteria.clone())
+        let filter = LogFilter::from_value(&criteria)
             .map_err(|e| RpcError::invalid_params(format!("invalid argument 0: {e}")))?;
         let watch = Watch::Logs {
             criteria,

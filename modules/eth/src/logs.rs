@@ -10,6 +10,38 @@ use simnode_api::{
     block_id::BlockTag, BlockParam, ModuleContext, RpcError, RpcResult, StoredBlock,
 };
 
+/// A log filter as the client wrote it: alloy's [`Filter`] and how many topic positions the
+/// client gave. alloy keeps four positions whatever was sent, so `[null, null]` and `[]` read
+/// the same to it; geth skips a log with fewer topics than positions given, wildcards or not.
+#[derive(Debug, Clone)]
+pub struct LogFilter {
+    pub filter: Filter,
+    topic_positions: usize,
+}
+
+impl LogFilter {
+    /// Parses filter criteria; `Err` is serde's message.
+    pub fn from_value(criteria: &Value) -> Result<Self, serde_json::Error> {
+        let filter: Filter = serde_json::from_value(criteria.clone())?;
+        let topic_positions = criteria
+            .get("topics")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        Ok(Self {
+            filter,
+            topic_positions,
+        })
+    }
+
+    pub fn matches(&self, log: &alloy::primitives::Log) -> bool {
+        log.topics().len() >= self.topic_positions && self.filter.matches(log)
+    }
+
+    pub fn matches_bloom(&self, bloom: alloy::primitives::Bloom) -> bool {
+        self.filter.matches_bloom(bloom)
+    }
+}
+
 fn resolve_bound(
     ctx: &ModuleContext,
     bound: Option<BlockNumberOrTag>,
@@ -40,10 +72,10 @@ pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
             ));
         }
     }
-    let filter: Filter = serde_json::from_value(raw.clone())
+    let filter = LogFilter::from_value(raw)
         .map_err(|e| RpcError::invalid_params(format!("invalid argument 0: {e}")))?;
     let head = ctx.chain.head().latest;
-    let (from, to) = match filter.block_option {
+    let (from, to) = match filter.filter.block_option {
         FilterBlockOption::AtBlockHash(hash) => {
             let n = ctx
                 .chain
@@ -110,7 +142,7 @@ pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
 /// The logs of `block` (with its `receipts`) that `filter`'s addresses and topics match, in
 /// order; `removed` marks them as logs of a block that left the canonical chain.
 pub(crate) fn block_logs(
-    filter: &Filter,
+    filter: &LogFilter,
     block: &StoredBlock,
     receipts: &[ReceiptEnvelope],
     removed: bool,

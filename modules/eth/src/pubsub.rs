@@ -19,7 +19,7 @@
 
 use alloy::{
     primitives::U256,
-    rpc::types::{Filter, Header as RpcHeader, Transaction, TransactionInfo},
+    rpc::types::{Header as RpcHeader, Transaction, TransactionInfo},
 };
 use jsonrpsee::{
     core::SubscriptionResult, proc_macros::rpc, server::SubscriptionMessage,
@@ -29,7 +29,10 @@ use serde::Serialize;
 use serde_json::Value;
 use simnode_api::{ChainEvent, ModuleContext, PoolEvent, RpcError, SyncTarget};
 
-use crate::{logs::block_logs, syncing::notification};
+use crate::{
+    logs::{block_logs, LogFilter},
+    syncing::notification,
+};
 use tokio::sync::{
     broadcast::{self, error::RecvError},
     watch,
@@ -45,7 +48,7 @@ pub trait EthPubSubApi {
 #[derive(Debug)]
 enum Kind {
     NewHeads,
-    Logs(Box<Filter>),
+    Logs(Box<LogFilter>),
     PendingTransactions { full: bool },
     Syncing,
 }
@@ -70,7 +73,7 @@ fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
                     ));
                 }
             }
-            let filter: Filter = serde_json::from_value(params)
+            let filter = LogFilter::from_value(&params)
                 .map_err(|e| RpcError::invalid_params(format!("invalid argument 1: {e}")))?;
             Ok(Kind::Logs(Box::new(filter)))
         }
@@ -175,7 +178,7 @@ impl EthPubSubApiServer for EthPubSub {
 async fn follow_chain(
     sink: SubscriptionSink,
     mut events: broadcast::Receiver<ChainEvent>,
-    logs: Option<&Filter>,
+    logs: Option<&LogFilter>,
 ) -> SubscriptionResult {
     while let Some(event) = next(&sink, &mut events).await {
         let sent = match (event.map_err(lagged)?, logs) {
@@ -291,7 +294,7 @@ mod tests {
         ) else {
             panic!("a logs filter");
         };
-        assert_eq!(filter.address.len(), 1);
+        assert_eq!(filter.filter.address.len(), 1);
         let err = parse_kind("logs", Some(json!({"fromBlock": "0x1"}))).unwrap_err();
         assert_eq!(err.code(), -32602);
         assert!(parse_kind("logs", Some(json!({"address": "0x12"}))).is_err());
