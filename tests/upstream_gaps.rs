@@ -771,3 +771,61 @@ fn log_filters_need_as_many_topics_as_positions_given() {
         assert_eq!(logs.as_array().unwrap().len(), with_at_least(positions));
     }
 }
+
+/// eth_call and its kin take `movePrecompileToAddress` as geth does (eth_simulateV1 did
+/// already): the identity precompile moved to another address answers there, the old address
+/// has no precompile left, and an override of a precompile's address runs its code. Methods
+/// that cannot apply a move refuse it rather than run without it.
+#[test]
+fn calls_take_precompile_moves() {
+    let node = Node::execution_apis(&[]);
+    let identity = "0x0000000000000000000000000000000000000004";
+    let moved_to = "0x0000000000000000000000000000000000001234";
+    let moved = json!({identity: {"movePrecompileToAddress": moved_to}});
+    let call = |to: &str, overrides: &serde_json::Value| {
+        node.call(
+            "eth_call",
+            json!([{"to": to, "input": "0xdeadbeef"}, "latest", overrides]),
+        )
+    };
+    assert_eq!(call(moved_to, &json!({}))["result"], "0x");
+    assert_eq!(call(moved_to, &moved)["result"], "0xdeadbeef");
+    assert_eq!(call(identity, &moved)["result"], "0x");
+    assert_eq!(call(identity, &json!({}))["result"], "0xdeadbeef");
+    // Code on a precompile's address runs instead of it: returns the word 42.
+    let code = json!({identity: {"code": "0x602a60005260206000f3"}});
+    assert_eq!(call(identity, &code)["result"], format!("0x{:064x}", 42),);
+    let not_precompile = json!({moved_to: {"movePrecompileToAddress": identity}});
+    let r = call(identity, &not_precompile);
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not a precompile"),
+        "{r}"
+    );
+
+    let r = node.call(
+        "eth_estimateGas",
+        json!([{"to": moved_to, "input": "0xdeadbeef"}, "latest", moved]),
+    );
+    assert!(r["result"].is_string(), "{r}");
+    let r = node.call(
+        "debug_traceCall",
+        json!([{"to": moved_to, "input": "0xdeadbeef"}, "latest",
+               {"tracer": "callTracer", "stateOverrides": moved}]),
+    );
+    assert_eq!(r["result"]["output"], "0xdeadbeef", "{r}");
+
+    let r = node.call(
+        "trace_call",
+        json!([{"to": moved_to, "input": "0xdeadbeef"}, ["trace"], "latest", moved]),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = node.call(
+        "eth_callMany",
+        json!([[{"transactions": [{"to": moved_to, "input": "0xdeadbeef"}]}], {}, moved]),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}

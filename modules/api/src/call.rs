@@ -5,18 +5,24 @@
 
 use std::time::{Duration, Instant};
 
+use alloy::primitives::Address;
 use alloy::{
     consensus::Header,
     rpc::types::{state::StateOverride, BlockOverrides, TransactionRequest},
 };
 use alloy_evm::{
     overrides::{apply_block_overrides, apply_state_overrides},
+    precompiles::PrecompilesMap,
     rpc::TryIntoTxEnv,
     EvmEnv,
 };
 use revm::{
-    context::TxEnv, context_interface::result::EVMError, database::CacheDB,
-    primitives::hardfork::SpecId, DatabaseRef,
+    context::TxEnv,
+    context_interface::result::EVMError,
+    database::CacheDB,
+    precompile::{PrecompileSpecId, Precompiles},
+    primitives::hardfork::SpecId,
+    DatabaseRef,
 };
 
 use crate::{vm_messages, ChainSpec, RpcError, RpcLimits, RpcResult, StateError, StateRef};
@@ -83,6 +89,14 @@ pub fn bundles_start(
         _ => CacheDB::new(ctx.chain.state_at(block.number())?),
     };
     if let Some(overrides) = state_overrides {
+        if let Some((address, _)) = overrides
+            .iter()
+            .find(|(_, account)| account.move_precompile_to.is_some())
+        {
+            return Err(RpcError::invalid_params(format!(
+                "movePrecompileToAddress (of {address}) is not taken by bundles of calls; eth_call, eth_estimateGas and eth_simulateV1 take it"
+            )));
+        }
         apply_state_overrides(overrides, &mut db)
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     }
@@ -130,6 +144,65 @@ pub struct Prepared {
     /// The request named no gas limit.
     pub gas_defaulted: bool,
     pub bounds: Bounds,
+    /// What the state overrides do to the precompiles, for each EVM built for the call.
+    pub precompiles: PrecompileEdits,
+}
+
+/// What state overrides do to the precompiles, as geth applies them to eth_call and its kin:
+/// `movePrecompileToAddress` moves a precompile's code to another address, and any override of
+/// a precompile's address takes the precompile away (its overridden code then runs there).
+#[derive(Debug, Clone, Default)]
+pub struct PrecompileEdits {
+    moves: Vec<(Address, Address)>,
+    removed: Vec<Address>,
+}
+
+impl PrecompileEdits {
+    /// Checks the overrides' precompile moves against the fork's precompiles: only a precompile
+    /// moves, never onto an address the request also overrides or another move's target.
+    pub fn of(overrides: &StateOverride, spec: SpecId) -> RpcResult<Self> {
+        let fork = Precompiles::new(PrecompileSpecId::from_spec_id(spec));
+        let mut edits = Self::default();
+        for (address, account) in overrides {
+            let is_precompile = fork.contains(address);
+            if let Some(to) = account.move_precompile_to {
+                if !is_precompile {
+                    return Err(RpcError::Server(format!(
+                        "account {address} is not a precompile"
+                    )));
+                }
+                if overrides.contains_key(&to) {
+                    return Err(RpcError::Server(format!(
+                        "account {to} is already overridden"
+                    )));
+                }
+                if edits.moves.iter().any(|(_, other)| *other == to) {
+                    return Err(RpcError::Server(format!(
+                        "account {to} has already been overridden by a precompile"
+                    )));
+                }
+                edits.moves.push((*address, to));
+            } else if is_precompile {
+                edits.removed.push(*address);
+            }
+        }
+        Ok(edits)
+    }
+
+    /// Applies the edits to an EVM's precompiles (built for the fork, unedited).
+    pub fn apply(&self, precompiles: &mut PrecompilesMap) {
+        for (from, to) in &self.moves {
+            let mut moved = None;
+            precompiles.apply_precompile(from, |p| {
+                moved = p;
+                None
+            });
+            precompiles.apply_precompile(to, |_| moved);
+        }
+        for address in &self.removed {
+            precompiles.apply_precompile(address, |_| None);
+        }
+    }
 }
 
 /// Builds the environment for `request` on top of the state after `header`'s block.
@@ -147,7 +220,9 @@ pub fn prepare(
     if let Some(overrides) = block_overrides {
         apply_block_overrides(overrides, &mut db, &mut env.block_env);
     }
+    let mut precompiles = PrecompileEdits::default();
     if let Some(overrides) = state_overrides {
+        precompiles = PrecompileEdits::of(&overrides, env.cfg_env.spec)?;
         apply_state_overrides(overrides, &mut db)
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     }
@@ -158,6 +233,7 @@ pub fn prepare(
         tx,
         gas_defaulted,
         bounds,
+        precompiles,
     })
 }
 

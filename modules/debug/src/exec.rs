@@ -189,7 +189,11 @@ pub(crate) fn trace_call(
     };
     let bounds = call::Bounds::starting_now(&ctx.limits);
     let call::Prepared {
-        mut db, env, tx, ..
+        mut db,
+        env,
+        tx,
+        precompiles,
+        ..
     } = call::prepare(
         &ctx.spec,
         &header,
@@ -199,7 +203,15 @@ pub(crate) fn trace_call(
         opts.block_overrides,
         bounds,
     )?;
-    let traced = trace_one(&mut db, &env, tx, &opts.tracing_options, budget, 0)?;
+    let traced = trace_one(
+        &mut db,
+        &env,
+        &precompiles,
+        tx,
+        &opts.tracing_options,
+        budget,
+        0,
+    )?;
     Ok(traced.trace)
 }
 
@@ -216,6 +228,7 @@ struct Traced {
 fn trace_one(
     db: &mut call::CallDb,
     env: &alloy_evm::EvmEnv,
+    precompiles: &call::PrecompileEdits,
     tx: TxEnv,
     opts: &GethDebugTracingOptions,
     budget: Budget,
@@ -228,9 +241,14 @@ fn trace_one(
         if nodes { NODE_BYTES } else { 0 },
     );
     let caller = tx.caller;
-    let res = EthEvmFactory::default()
-        .create_evm_with_inspector(&mut *db, env.clone(), (&mut inspector, &mut guard))
-        .transact(tx.clone());
+    let mut evm = EthEvmFactory::default().create_evm_with_inspector(
+        &mut *db,
+        env.clone(),
+        (&mut inspector, &mut guard),
+    );
+    precompiles.apply(evm.precompiles_mut());
+    let res = evm.transact(tx.clone());
+    drop(evm);
     let (recorded, full) = recorded_bytes(&inspector);
     let res = res.map_err(|err| match (guard.abort, full) {
         (Some(Abort::Deadline), _) => budget.timed_out(),
@@ -299,7 +317,15 @@ pub(crate) fn trace_call_many(
         for request in transactions {
             let mut env = bundle_env.clone();
             let (tx, _) = call::call_tx(&mut env, &db, request, gas_cap)?;
-            let traced = trace_one(&mut db, &env, tx, &opts.tracing_options, budget, bytes)?;
+            let traced = trace_one(
+                &mut db,
+                &env,
+                &call::PrecompileEdits::default(),
+                tx,
+                &opts.tracing_options,
+                budget,
+                bytes,
+            )?;
             bytes = traced.bytes;
             db.commit(traced.state);
             traces.push(traced.trace);

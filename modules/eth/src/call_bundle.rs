@@ -149,6 +149,7 @@ pub fn call_bundle(
         let result = evm::run_and_commit(
             &mut db,
             &env,
+            &simnode_api::call::PrecompileEdits::default(),
             TxEnv::from_recovered_tx(&tx, sender),
             &bounds,
         )

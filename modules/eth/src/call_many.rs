@@ -75,8 +75,14 @@ pub fn call_many(
             let mut env = bundle_env.clone();
             let (tx, _) = call::call_tx(&mut env, &db, request, bounds.gas_cap)
                 .map_err(|err| located(err, b, i))?;
-            let result = evm::run_and_commit(&mut db, &env, tx, &bounds)
-                .map_err(|err| located(err, b, i))?;
+            let result = evm::run_and_commit(
+                &mut db,
+                &env,
+                &simnode_api::call::PrecompileEdits::default(),
+                tx,
+                &bounds,
+            )
+            .map_err(|err| located(err, b, i))?;
             results.push(match result {
                 ExecutionResult::Success { output, .. } => EthCallResponse {
                     value: Some(output.into_data()),

@@ -15,7 +15,7 @@ use revm::{
     primitives::hardfork::SpecId,
     DatabaseCommit, DatabaseRef,
 };
-use simnode_api::call::{type_not_supported, Bounds, CallDb, Prepared};
+use simnode_api::call::{type_not_supported, Bounds, CallDb, PrecompileEdits, Prepared};
 use simnode_api::{
     call::transaction_error,
     guard::{Abort, Guard},
@@ -42,10 +42,11 @@ const UNGUARDED_GAS: u64 = 50_000_000;
 pub fn run(
     db: &mut CallDb,
     env: &EvmEnv,
+    precompiles: &PrecompileEdits,
     tx: TxEnv,
     bounds: &Bounds,
 ) -> RpcResult<ExecutionResult<HaltReason>> {
-    Ok(outcome(db, env, tx, bounds)?.result)
+    Ok(outcome(db, env, precompiles, tx, bounds)?.result)
 }
 
 /// [`run`], then the run's changes written into `db` (a reverted or halted call still pays
@@ -53,24 +54,32 @@ pub fn run(
 pub fn run_and_commit(
     db: &mut CallDb,
     env: &EvmEnv,
+    precompiles: &PrecompileEdits,
     tx: TxEnv,
     bounds: &Bounds,
 ) -> RpcResult<ExecutionResult<HaltReason>> {
-    let outcome = outcome(db, env, tx, bounds)?;
+    let outcome = outcome(db, env, precompiles, tx, bounds)?;
     db.commit(outcome.state);
     Ok(outcome.result)
 }
 
 /// A run's result and state, or geth's refusal of a transaction the EVM will not run.
-fn outcome(db: &mut CallDb, env: &EvmEnv, tx: TxEnv, bounds: &Bounds) -> RpcResult<Outcome> {
+fn outcome(
+    db: &mut CallDb,
+    env: &EvmEnv,
+    precompiles: &PrecompileEdits,
+    tx: TxEnv,
+    bounds: &Bounds,
+) -> RpcResult<Outcome> {
     let caller = tx.caller;
-    attempt(db, env, tx, bounds)?.map_err(|invalid| refused(&invalid, caller))
+    attempt(db, env, precompiles, tx, bounds)?.map_err(|invalid| refused(&invalid, caller))
 }
 
 /// [`run`] with `inspector` beside the deadline guard.
 fn run_with<'a, I>(
     db: &'a mut CallDb,
     env: &EvmEnv,
+    precompiles: &PrecompileEdits,
     tx: TxEnv,
     bounds: &Bounds,
     inspector: I,
@@ -79,7 +88,7 @@ where
     I: revm::Inspector<alloy_evm::eth::EthEvmContext<&'a mut CallDb>>,
 {
     let caller = tx.caller;
-    Ok(attempt_with(db, env, tx, bounds, inspector)?
+    Ok(attempt_with(db, env, precompiles, tx, bounds, inspector)?
         .map_err(|invalid| refused(&invalid, caller))?
         .result)
 }
@@ -89,17 +98,24 @@ where
 fn attempt(
     db: &mut CallDb,
     env: &EvmEnv,
+    precompiles: &PrecompileEdits,
     tx: TxEnv,
     bounds: &Bounds,
 ) -> RpcResult<Result<Outcome, InvalidTransaction>> {
     if tx.gas_limit > UNGUARDED_GAS {
-        return attempt_with(db, env, tx, bounds, revm::inspector::NoOpInspector);
+        return attempt_with(
+            db,
+            env,
+            precompiles,
+            tx,
+            bounds,
+            revm::inspector::NoOpInspector,
+        );
     }
     let caller = tx.caller;
-    match EthEvmFactory::default()
-        .create_evm(db, env.clone())
-        .transact_raw(tx)
-    {
+    let mut evm = EthEvmFactory::default().create_evm(db, env.clone());
+    precompiles.apply(evm.precompiles_mut());
+    match evm.transact_raw(tx) {
         Ok(outcome) => Ok(Ok(outcome)),
         Err(EVMError::Transaction(invalid)) => Ok(Err(invalid)),
         Err(other) => Err(transaction_error(other, caller)),
@@ -110,6 +126,7 @@ fn attempt(
 fn attempt_with<'a, I>(
     db: &'a mut CallDb,
     env: &EvmEnv,
+    precompiles: &PrecompileEdits,
     tx: TxEnv,
     bounds: &Bounds,
     inspector: I,
@@ -119,9 +136,14 @@ where
 {
     let mut guard = Guard::new(bounds.deadline, 0, usize::MAX);
     let caller = tx.caller;
-    let outcome = EthEvmFactory::default()
-        .create_evm_with_inspector(db, env.clone(), (inspector, &mut guard))
-        .transact_raw(tx);
+    let mut evm = EthEvmFactory::default().create_evm_with_inspector(
+        db,
+        env.clone(),
+        (inspector, &mut guard),
+    );
+    precompiles.apply(evm.precompiles_mut());
+    let outcome = evm.transact_raw(tx);
+    drop(evm);
     match outcome {
         Ok(outcome) => Ok(Ok(outcome)),
         Err(_) if guard.abort == Some(Abort::Deadline) => Err(bounds.timed_out()),
@@ -163,6 +185,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
         mut tx,
         gas_defaulted,
         bounds,
+        precompiles,
     } = prepared;
     // Estimation checks the balance like a real transaction would pay (geth keeps the check).
     env.cfg_env.disable_balance_check = false;
@@ -209,14 +232,16 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
             };
             if no_code && hi >= TX_GAS {
                 tx.gas_limit = TX_GAS;
-                if let ExecutionResult::Success { .. } = run(&mut db, &env, tx.clone(), &bounds)? {
+                if let ExecutionResult::Success { .. } =
+                    run(&mut db, &env, &precompiles, tx.clone(), &bounds)?
+                {
                     return Ok(TX_GAS);
                 }
             }
         }
     }
     tx.gas_limit = hi;
-    let first = run(&mut db, &env, tx.clone(), &bounds)?;
+    let first = run(&mut db, &env, &precompiles, tx.clone(), &bounds)?;
     let used = match first {
         ExecutionResult::Success { .. } => first.tx_gas_used(),
         ExecutionResult::Revert { output, .. } => return Err(revert_error(output)),
@@ -234,7 +259,10 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
     let optimistic = (used + first_refund_hint(&first) + CALL_STIPEND) * 64 / 63;
     if optimistic < hi {
         tx.gas_limit = optimistic;
-        if succeeds(attempt(&mut db, &env, tx.clone(), &bounds)?, tx.caller)? {
+        if succeeds(
+            attempt(&mut db, &env, &precompiles, tx.clone(), &bounds)?,
+            tx.caller,
+        )? {
             hi = optimistic;
         } else {
             lo = optimistic;
@@ -250,7 +278,10 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
         }
         let mid = ((hi + lo) / 2).min(lo.saturating_mul(2));
         tx.gas_limit = mid;
-        if succeeds(attempt(&mut db, &env, tx.clone(), &bounds)?, tx.caller)? {
+        if succeeds(
+            attempt(&mut db, &env, &precompiles, tx.clone(), &bounds)?,
+            tx.caller,
+        )? {
             hi = mid;
         } else {
             lo = mid;
@@ -304,6 +335,7 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
         env,
         mut tx,
         bounds,
+        precompiles,
         ..
     } = prepared;
     // geth runs the call as an access-list transaction, which does not exist before Berlin.
@@ -314,7 +346,14 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
     for _ in 0..ACCESS_LIST_ROUNDS {
         tx.access_list = list.clone();
         let mut inspector = AccessListInspector::new(list.clone());
-        run_with(&mut db, &env, tx.clone(), &bounds, &mut inspector)?;
+        run_with(
+            &mut db,
+            &env,
+            &precompiles,
+            tx.clone(),
+            &bounds,
+            &mut inspector,
+        )?;
         let next = inspector.into_access_list();
         if next == list {
             break;
@@ -327,7 +366,7 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
     if tx.tx_type == TransactionType::Legacy as u8 {
         tx.tx_type = TransactionType::Eip2930 as u8;
     }
-    let result = run(&mut db, &env, tx, &bounds)?;
+    let result = run(&mut db, &env, &precompiles, tx, &bounds)?;
     let gas_used = U256::from(result.tx_gas_used());
     let error = match &result {
         ExecutionResult::Success { .. } => None,

@@ -712,9 +712,10 @@ impl EthApiServer for Eth {
                     env,
                     tx,
                     bounds,
+                    precompiles,
                     ..
                 } = prepared;
-                evm::call_output(evm::run(&mut db, &env, tx, &bounds)?)
+                evm::call_output(evm::run(&mut db, &env, &precompiles, tx, &bounds)?)
             })
             .await?)
     }
