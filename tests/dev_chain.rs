@@ -1742,6 +1742,16 @@ fn pending_tag_reads_the_block_the_pool_would_make() {
         node.result("eth_getTransactionCount", json!([ADDR0, "pending"])),
         json!("0x2")
     );
+    // A waiting transaction shows its block fields as null, blockTimestamp included (geth).
+    let pooled = node.result("eth_getTransactionByHash", json!([sent[0]]));
+    for field in [
+        "blockHash",
+        "blockNumber",
+        "blockTimestamp",
+        "transactionIndex",
+    ] {
+        assert_eq!(pooled.get(field), Some(&Value::Null), "{field}: {pooled}");
+    }
     let pending = node.result("eth_getBlockByNumber", json!(["pending", false]));
     assert_eq!(pending["transactions"], json!(sent));
     assert_eq!(

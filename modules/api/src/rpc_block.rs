@@ -58,6 +58,36 @@ pub fn transaction(block: &StoredBlock, index: usize) -> Transaction {
     Transaction::from_transaction(Recovered::new_unchecked(tx, block.senders[index]), info)
 }
 
+/// A transaction waiting in the pool as geth shows it: the RPC transaction with its block
+/// fields `null`, `blockTimestamp` included (alloy leaves that field out when it is unknown;
+/// geth writes it). As in geth, `gasPrice` of a fee-market transaction is its `maxFeePerGas`
+/// (no block, so no effective price).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolTransaction {
+    #[serde(flatten)]
+    pub tx: Transaction,
+    /// Always `null`.
+    pub block_timestamp: Option<alloy::primitives::U64>,
+}
+
+impl PoolTransaction {
+    pub fn of(tx: Recovered<TxEnvelope>) -> Self {
+        Self {
+            tx: Transaction::from_transaction(tx, TransactionInfo::default()),
+            block_timestamp: None,
+        }
+    }
+}
+
+/// A transaction as eth_getTransactionByHash answers it: in a block, or waiting in the pool.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(untagged)]
+pub enum FoundTransaction {
+    Mined(Transaction),
+    Pooled(PoolTransaction),
+}
+
 /// An uncle as geth answers it: a block of the uncle's header alone (no `transactions`,
 /// `uncles` empty, `size` that of the header-only block).
 pub fn uncle(header: &Header) -> Block {

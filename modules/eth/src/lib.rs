@@ -30,8 +30,7 @@ use alloy::{
     primitives::{Address, Bytes, B256, U256, U64},
     rpc::types::{
         state::StateOverride, Block, BlockOverrides, EIP1186AccountProofResponse, FeeHistory,
-        Header as RpcHeader, Log, Transaction, TransactionInfo, TransactionReceipt,
-        TransactionRequest,
+        Header as RpcHeader, Log, Transaction, TransactionReceipt, TransactionRequest,
     },
 };
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, types::Extensions};
@@ -40,7 +39,8 @@ use serde_json::Value;
 use simnode_api::{
     call,
     raw_answer::{answer_value, Answer, RawAnswerSlot},
-    rpc_block, BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock,
+    rpc_block::{self, FoundTransaction, PoolTransaction},
+    BlockParam, KnownTransaction, ModuleContext, RpcError, RpcResult, StoredBlock,
 };
 
 /// A block or header answer: as the chain holds it, or the pending block's, which geth gives
@@ -105,7 +105,7 @@ pub trait EthApi {
     #[method(name = "eth_getBlockTransactionCountByHash")]
     fn tx_count_by_hash(&self, hash: B256) -> JsonRpcResult<Option<U64>>;
     #[method(name = "eth_getTransactionByHash")]
-    fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>>;
+    fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<FoundTransaction>>;
     #[method(name = "eth_getRawTransactionByHash")]
     fn raw_transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Bytes>>;
     #[method(name = "eth_getTransactionByBlockHashAndIndex")]
@@ -126,7 +126,7 @@ pub trait EthApi {
         &self,
         sender: Address,
         nonce: simnode_api::count::Count,
-    ) -> JsonRpcResult<Option<Transaction>>;
+    ) -> JsonRpcResult<Option<FoundTransaction>>;
     /// The transaction's EIP-2718 bytes; null where the block or index has none, as the
     /// execution-apis fixtures have it and reth, Nethermind and Besu answer (geth's value-typed
     /// bytes come out as `0x` there).
@@ -499,12 +499,12 @@ impl EthApiServer for Eth {
         Ok(self.ctx.raw_transaction(&hash)?)
     }
 
-    fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<Transaction>> {
+    fn transaction_by_hash(&self, hash: B256) -> JsonRpcResult<Option<FoundTransaction>> {
         Ok(self.ctx.find_transaction(&hash)?.map(|known| match known {
-            KnownTransaction::Mined { block, index } => rpc_block::transaction(&block, index),
-            KnownTransaction::Pooled(tx) => {
-                Transaction::from_transaction(tx, TransactionInfo::default())
+            KnownTransaction::Mined { block, index } => {
+                FoundTransaction::Mined(rpc_block::transaction(&block, index))
             }
+            KnownTransaction::Pooled(tx) => FoundTransaction::Pooled(PoolTransaction::of(tx)),
         }))
     }
 
@@ -538,7 +538,7 @@ impl EthApiServer for Eth {
         &self,
         sender: Address,
         nonce: simnode_api::count::Count,
-    ) -> JsonRpcResult<Option<Transaction>> {
+    ) -> JsonRpcResult<Option<FoundTransaction>> {
         if let Some((_, hash)) =
             simnode_api::lookup::mined_by_sender_and_nonce(&self.ctx, sender, nonce.0)?
         {
@@ -552,7 +552,7 @@ impl EthApiServer for Eth {
             .find(|tx| {
                 tx.signer() == sender && alloy::consensus::Transaction::nonce(tx.inner()) == nonce.0
             })
-            .map(|tx| Transaction::from_transaction(tx, TransactionInfo::default())))
+            .map(|tx| FoundTransaction::Pooled(PoolTransaction::of(tx))))
     }
 
     fn raw_transaction_by_block_hash_and_index(

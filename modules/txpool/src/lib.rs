@@ -16,23 +16,13 @@ use std::collections::{BTreeMap, HashMap};
 use alloy::{
     consensus::{transaction::Recovered, Transaction as _, TxEnvelope},
     primitives::{Address, U64},
-    rpc::types::{Transaction, TransactionInfo},
 };
 use jsonrpsee::proc_macros::rpc;
 use serde::Serialize;
 use serde_json::Value;
 use simnode_api::{ModuleContext, RpcError, RpcResult};
 
-/// A pooled transaction as geth shows it: the RPC transaction with its block fields `null`,
-/// `blockTimestamp` included.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolTransaction {
-    #[serde(flatten)]
-    pub tx: Transaction,
-    /// Always `null` here (alloy leaves the field out when it is unknown; geth writes it).
-    pub block_timestamp: Option<U64>,
-}
+pub use simnode_api::rpc_block::PoolTransaction;
 
 /// Transactions of one sender by nonce (decimal string, as geth keys them).
 pub type ByNonce = BTreeMap<String, PoolTransaction>;
@@ -188,21 +178,10 @@ impl TxPoolRpc {
     }
 }
 
-/// The RPC form of pooled transactions. As in geth, `gasPrice` of a fee-market transaction is
-/// its `maxFeePerGas` (no block, so no effective price).
+/// The RPC form of pooled transactions, by nonce.
 fn rpc_txs(txs: Vec<Recovered<TxEnvelope>>) -> ByNonce {
     txs.into_iter()
-        .map(|tx| {
-            let nonce = tx.inner().nonce().to_string();
-            let tx = Transaction::from_transaction(tx, TransactionInfo::default());
-            (
-                nonce,
-                PoolTransaction {
-                    tx,
-                    block_timestamp: None,
-                },
-            )
-        })
+        .map(|tx| (tx.inner().nonce().to_string(), PoolTransaction::of(tx)))
         .collect()
 }
 
