@@ -133,6 +133,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         max_logs: args.evm.max_logs,
         tx_sync_timeout: Duration::from_millis(args.rpc.tx_sync_timeout_ms),
         tx_sync_max_timeout: Duration::from_millis(args.rpc.tx_sync_max_timeout_ms),
+        allow_unprotected_txs: args.rpc.allow_unprotected_txs || args.dev,
     };
     let dev_chain = args.dev.then(|| {
         let mode = match args.dev_block_time {

@@ -1836,6 +1836,23 @@ fn sent_transactions_are_estimated_on_the_pending_block() {
     );
 }
 
+/// A dev node takes a legacy transaction signed without a chain id (deterministic deployment
+/// proxies are sent that way), as anvil does, and mines it.
+#[test]
+fn dev_node_takes_unprotected_transactions() {
+    let node = Node::start(
+        TempDir::new("dev-unprotected"),
+        Path::new("dev"),
+        &["--dev"],
+    );
+    let raw = support::unprotected_transfer_from_dev_key(0, 10_000_000_000);
+    let hash = node.result("eth_sendRawTransaction", json!([raw]));
+    let receipt = receipt_when_mined(&node, "the unprotected transfer", &hash);
+    assert_eq!(receipt["status"], "0x1", "{receipt}");
+    let tx = node.result("eth_getTransactionByHash", json!([hash]));
+    assert!(tx.get("chainId").is_none(), "{tx}");
+}
+
 /// trace_callMany without a block runs on the pending block, as reth's does: the calls see
 /// the transactions waiting in the pool and the next block's number; trace_call (and
 /// trace_callMany at `latest`) run on the head.

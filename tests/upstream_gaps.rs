@@ -829,3 +829,28 @@ fn calls_take_precompile_moves() {
     );
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
+
+/// A legacy transaction signed without a chain id can be replayed on any chain: refused over
+/// RPC as geth refuses it, unless the node is started with `--rpc.allow-unprotected-txs` (a
+/// dev node takes it always; `tests/dev_chain.rs`).
+#[test]
+fn unprotected_transactions_need_the_flag() {
+    let raw = support::unprotected_transfer_from_dev_key(0, 100_000_000_000);
+    let node = Node::execution_apis(&[]);
+    let r = node.call("eth_sendRawTransaction", json!([raw]));
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only replay-protected (EIP-155) transactions"),
+        "{r}"
+    );
+    drop(node);
+    let node = Node::execution_apis(&["--rpc.allow-unprotected-txs"]);
+    let r = node.call("eth_sendRawTransaction", json!([raw]));
+    // Past that check: the key's account has nothing on this chain.
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("replay-protected"), "{r}");
+    assert!(message.contains("insufficient funds"), "{r}");
+}

@@ -95,6 +95,10 @@ pub struct RpcArgs {
     /// The longest wait eth_sendRawTransactionSync grants a request, in milliseconds.
     #[arg(long = "rpc.tx-sync-max-timeout", default_value_t = 60_000)]
     pub tx_sync_max_timeout_ms: u64,
+    /// Take legacy transactions signed without a chain id (pre-EIP-155) over
+    /// eth_sendRawTransaction; refused by default (geth's flag), always taken with --dev.
+    #[arg(long = "rpc.allow-unprotected-txs")]
+    pub allow_unprotected_txs: bool,
 
     /// Largest HTTP request body, and largest WebSocket message, in bytes.
     #[arg(long = "rpc.max-request-size", default_value_t = 5 * MIB)]
@@ -178,6 +182,7 @@ impl Default for RpcArgs {
             gas_cap: 50_000_000,
             tx_sync_timeout_ms: 20_000,
             tx_sync_max_timeout_ms: 60_000,
+            allow_unprotected_txs: false,
             max_request_size: 5 * MIB,
             max_response_size: 50 * MIB,
             max_batch_size: 100,

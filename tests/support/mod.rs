@@ -606,6 +606,25 @@ pub fn sign_with_dev_key(tx: alloy::consensus::TxEip1559) -> String {
     format!("0x{}", hex_encode(&envelope.encoded_2718()))
 }
 
+/// A legacy transfer of 1 wei signed with [`DEV_KEY0`] without a chain id (before EIP-155,
+/// valid on every chain), as eth_sendRawTransaction takes it.
+pub fn unprotected_transfer_from_dev_key(nonce: u64, gas_price: u128) -> String {
+    use alloy::consensus::SignableTransaction;
+    use alloy::eips::Encodable2718;
+    let tx = alloy::consensus::TxLegacy {
+        chain_id: None,
+        nonce,
+        gas_price,
+        gas_limit: 21_000,
+        to: alloy::primitives::TxKind::Call(alloy::primitives::Address::repeat_byte(0x77)),
+        value: alloy::primitives::U256::from(1),
+        input: Default::default(),
+    };
+    let sig = dev_key_signature(tx.signature_hash());
+    let envelope = alloy::consensus::TxEnvelope::from(tx.into_signed(sig));
+    format!("0x{}", hex_encode(&envelope.encoded_2718()))
+}
+
 /// A transaction from [`DEV_KEY0`]'s account on chain `chain_id`: nonce `nonce`, to `to` (none:
 /// a creation), `value` wei, `input` (hex without 0x), 200,000 gas at a 10 gwei fee cap and a
 /// 1 gwei tip; signed, as eth_sendRawTransaction takes it.

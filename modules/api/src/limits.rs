@@ -30,6 +30,10 @@ pub struct RpcLimits {
     pub tx_sync_timeout: Duration,
     /// The longest wait eth_sendRawTransactionSync grants; a longer request is cut to it.
     pub tx_sync_max_timeout: Duration,
+    /// Whether eth_sendRawTransaction takes legacy transactions signed without a chain id
+    /// (before EIP-155, replayable on every chain). geth refuses them unless told otherwise;
+    /// a dev node takes them, as anvil does (deterministic deployment proxies need them).
+    pub allow_unprotected_txs: bool,
 }
 
 impl RpcLimits {
@@ -68,6 +72,7 @@ impl Default for RpcLimits {
             max_logs: 20_000,
             tx_sync_timeout: Duration::from_secs(20),
             tx_sync_max_timeout: Duration::from_secs(60),
+            allow_unprotected_txs: false,
         }
     }
 }

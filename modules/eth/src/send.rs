@@ -71,13 +71,19 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
         return Err(RpcError::Server("oversized data".into()));
     }
     let (tx, sidecar) = split_sidecar(tx)?;
-    if let Some(chain_id) = tx.chain_id() {
-        if chain_id != ctx.spec.chain_id {
+    match tx.chain_id() {
+        Some(chain_id) if chain_id != ctx.spec.chain_id => {
             return Err(RpcError::Server(format!(
                 "invalid chain id for signer: have {chain_id} want {}",
                 ctx.spec.chain_id
             )));
         }
+        None if !ctx.limits.allow_unprotected_txs => {
+            return Err(RpcError::Server(
+                "only replay-protected (EIP-155) transactions allowed over RPC (start the node with --rpc.allow-unprotected-txs to take them)".into(),
+            ));
+        }
+        _ => {}
     }
     let sender = tx
         .recover_signer()
