@@ -854,3 +854,42 @@ fn unprotected_transactions_need_the_flag() {
     assert!(!message.contains("replay-protected"), "{r}");
     assert!(message.contains("insufficient funds"), "{r}");
 }
+
+/// The struct logger's step errors read as geth's (and as the callTracer's), not as revm's
+/// enum names (`Some(InvalidJump)`).
+#[test]
+fn struct_log_errors_read_as_geths() {
+    let node = Node::execution_apis(&[]);
+    let at = "0x00000000000000000000000000000000000e0e0e";
+    for (code, words) in [
+        ("0x600056", "invalid jump destination"),
+        ("0x01", "stack underflow"),
+        // JUMPDEST PUSH1 0 JUMP: an endless loop.
+        ("0x5b600056", "out of gas"),
+        ("0xfe", "invalid opcode"),
+    ] {
+        let r = node.call(
+            "debug_traceCall",
+            json!([{"to": at, "gas": "0x10000"}, "latest",
+                   {"stateOverrides": {at: {"code": code}}}]),
+        );
+        let logs = r["result"]["structLogs"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"));
+        let last = logs.last().expect("a step");
+        assert_eq!(last["error"], words, "{code}: {last}");
+    }
+    let r = node.call(
+        "debug_traceCall",
+        json!([{"to": at, "gas": "0x5300"}, "latest",
+               {"stateOverrides": {at: {"code": "0x5b600056"}}}]),
+    );
+    let logs = r["result"]["structLogs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(
+        logs.iter()
+            .all(|l| !l["error"].as_str().unwrap_or_default().starts_with("Some(")),
+        "{r}"
+    );
+}

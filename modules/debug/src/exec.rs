@@ -402,8 +402,57 @@ fn number_logs_from(trace: &mut GethTrace, first: u64, numbers: Option<&HashMap<
     }
 }
 
+/// geth's error text of a struct log, by the text revm-inspectors gives it (the Debug form of
+/// the step's `Option<InstructionResult>`, e.g. `Some(OutOfGas)`); the callTracer's words.
+fn struct_log_error(revm_text: &str) -> Option<&'static str> {
+    use revm::interpreter::{InstructionResult as R, SuccessOrHalt};
+    static WORDS: std::sync::LazyLock<HashMap<String, String>> = std::sync::LazyLock::new(|| {
+        [
+            R::OutOfGas,
+            R::MemoryOOG,
+            R::MemoryLimitOOG,
+            R::PrecompileOOG,
+            R::InvalidOperandOOG,
+            R::ReentrancySentryOOG,
+            R::OpcodeNotFound,
+            R::CallNotAllowedInsideStatic,
+            R::StateChangeDuringStaticCall,
+            R::InvalidFEOpcode,
+            R::InvalidJump,
+            R::NotActivated,
+            R::StackUnderflow,
+            R::StackOverflow,
+            R::OutOfOffset,
+            R::CreateCollision,
+            R::OverflowPayment,
+            R::PrecompileError,
+            R::NonceOverflow,
+            R::CreateContractSizeLimit,
+            R::CreateContractStartingWithEF,
+            R::CreateInitCodeSizeLimit,
+            R::CallTooDeep,
+            R::OutOfFunds,
+        ]
+        .into_iter()
+        .filter_map(|result| {
+            match SuccessOrHalt::<revm::context::result::HaltReason>::from(result) {
+                SuccessOrHalt::Halt(reason) => Some((
+                    format!("{:?}", Some(result)),
+                    simnode_api::vm_messages::halt_message(&reason),
+                )),
+                _ => None,
+            }
+        })
+        .collect()
+    });
+    WORDS.get(revm_text).map(String::as_str)
+}
+
 fn omit_empty(logs: &mut [StructLog]) {
     for log in logs {
+        if let Some(words) = log.error.as_deref().and_then(struct_log_error) {
+            log.error = Some(words.to_owned());
+        }
         if log.refund_counter == Some(0) {
             log.refund_counter = None;
         }
