@@ -1056,3 +1056,94 @@ fn a_proposers_payload_carries_blob_transactions_and_their_bundle() {
     let waiting = node.result("eth_getTransactionByHash", json!([bare]));
     assert_eq!(waiting["blockHash"], Value::Null, "{waiting}");
 }
+
+/// A datadir keeps the chain configuration its blocks ran under: opened with a genesis.json
+/// that moves a fork its blocks already passed, or names another chain id, the node refuses
+/// to start (it would execute and trace its own blocks under other rules), naming the
+/// difference; a fork moved past the head is taken.
+#[test]
+fn a_datadir_refuses_a_chain_configuration_its_blocks_contradict() {
+    let dir = TempDir::new("chain-config");
+    let chain = conformance_dir().join("chain.rlp");
+    let genesis: Value = serde_json::from_str(
+        &std::fs::read_to_string(execution_apis_genesis()).expect("genesis.json"),
+    )
+    .expect("genesis json");
+    let import = |genesis: &Value, name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, genesis.to_string()).expect("write genesis");
+        Command::new(simnode_bin())
+            .args(["import", "--chain"])
+            .arg(&path)
+            .arg("--datadir")
+            .arg(dir.path().join("data"))
+            .arg(&chain)
+            .output()
+            .expect("run simnode import")
+    };
+    let first = import(&genesis, "genesis.json");
+    assert!(first.status.success(), "{first:?}");
+
+    let mut moved = genesis.clone();
+    for fork in ["londonBlock", "arrowGlacierBlock", "grayGlacierBlock"] {
+        moved["config"][fork] = json!(40);
+    }
+    let refused = import(&moved, "london-moved.json");
+    assert!(!refused.status.success(), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("chain configuration") && stderr.contains("block 40"),
+        "{stderr}"
+    );
+
+    let mut other_id = genesis.clone();
+    other_id["config"]["chainId"] = json!(999);
+    let refused = import(&other_id, "chain-999.json");
+    assert!(!refused.status.success(), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("chain id 999"), "{stderr}");
+
+    // A fork scheduled after the head (timestamp 540) may be added or moved.
+    let mut later = genesis.clone();
+    later["config"]["amsterdamTime"] = json!(100_000);
+    let taken = import(&later, "later-fork.json");
+    assert!(taken.status.success(), "{taken:?}");
+    // And the original still opens.
+    let again = import(&genesis, "genesis.json");
+    assert!(again.status.success(), "{again:?}");
+}
+
+/// A damaged database file stops the node with an error naming it, not a panic (redb panics
+/// on some damage it meets while opening).
+#[test]
+fn a_damaged_database_is_an_error_not_a_panic() {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = TempDir::new("damaged-db");
+    let data = dir.path().join("data");
+    let import = || {
+        Command::new(simnode_bin())
+            .args(["import", "--chain"])
+            .arg(execution_apis_genesis())
+            .arg("--datadir")
+            .arg(&data)
+            .arg(conformance_dir().join("chain.rlp"))
+            .output()
+            .expect("run simnode import")
+    };
+    assert!(import().status.success());
+    let path = data.join("chain.redb");
+    let size = std::fs::metadata(&path).expect("chain.redb").len();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open chain.redb");
+    for offset in (65_536..size).step_by(65_536) {
+        file.seek(SeekFrom::Start(offset)).expect("seek");
+        file.write_all(&[0x80; 64]).expect("write");
+    }
+    drop(file);
+    let damaged = import();
+    assert_eq!(damaged.status.code(), Some(1), "{damaged:?}");
+    let stderr = String::from_utf8_lossy(&damaged.stderr);
+    assert!(stderr.contains("error: opening the database"), "{stderr}");
+}

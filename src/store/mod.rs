@@ -5,6 +5,7 @@
 //! index, state and history together), so a crash leaves the database at the last whole block.
 
 mod bad_blocks;
+mod chain_config;
 pub mod codec;
 mod proof;
 mod root_cache;
@@ -115,6 +116,10 @@ pub enum StoreError {
     BadUnwind { target: u64, head: u64 },
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    #[error(
+        "the datadir's chain was stored under another chain configuration: this one has {0}. Use the genesis.json it was made with, or another --datadir"
+    )]
+    ChainConfig(String),
 }
 
 macro_rules! db_err {
@@ -204,7 +209,19 @@ impl Store {
                 source,
             })?;
         }
-        let db = Database::create(&path)?;
+        // redb panics on some damage it meets while opening (an unreachable branch of its
+        // B-tree code) where other damage is an error: both end as an error here.
+        let db = std::panic::catch_unwind(|| Database::create(&path)).map_err(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            StoreError::Corrupt(format!(
+                "{} cannot be opened, it is damaged ({what}); restore it or import the chain into another --datadir",
+                path.display()
+            ))
+        })??;
         let store = Self {
             db: Arc::new(db),
             head: RwLock::new(ChainHead::default()),
@@ -230,6 +247,7 @@ impl Store {
             }
         }
         store.reload_head()?;
+        store.check_chain_config()?;
         Ok(store)
     }
 
