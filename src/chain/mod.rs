@@ -28,15 +28,12 @@ pub struct NodeChain {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
-    #[error("cannot read genesis file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("invalid genesis file {path}: {source}")]
+    #[error("cannot read genesis file {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("invalid genesis file {path}: {error}")]
     Parse {
         path: String,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error(
         "chain `{0}` has no built-in genesis allocation: pass its geth genesis.json with --chain PATH to execute from genesis"
@@ -64,14 +61,14 @@ pub fn load(chain: &str) -> Result<NodeChain, ChainError> {
         }),
         path => {
             let text =
-                std::fs::read_to_string(Path::new(path)).map_err(|source| ChainError::Read {
+                std::fs::read_to_string(Path::new(path)).map_err(|error| ChainError::Read {
                     path: path.to_string(),
-                    source,
+                    error,
                 })?;
             let genesis: Genesis =
-                serde_json::from_str(&text).map_err(|source| ChainError::Parse {
+                serde_json::from_str(&text).map_err(|error| ChainError::Parse {
                     path: path.to_string(),
-                    source,
+                    error,
                 })?;
             Ok(from_genesis(
                 network_name(genesis.config.chain_id),

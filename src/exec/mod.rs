@@ -49,10 +49,10 @@ pub enum BlockError {
         index: usize,
         reason: String,
     },
-    #[error("block {number}: execution failed: {source}")]
+    #[error("block {number}: execution failed: {error}")]
     Execution {
         number: u64,
-        source: BlockExecutionError,
+        error: BlockExecutionError,
     },
     #[error("block {number}: unknown parent {parent}")]
     UnknownParent { number: u64, parent: B256 },
@@ -340,7 +340,7 @@ pub fn run_block_on<D: StateReader>(
         slot_number: None,
     };
     let mut executor = EthBlockExecutor::new(evm, ctx, &*spec, AlloyReceiptBuilder::default());
-    let exec_err = |source| BlockError::Execution { number, source };
+    let exec_err = |error| BlockError::Execution { number, error };
     executor.apply_pre_execution_changes().map_err(exec_err)?;
     // Before Byzantium a receipt carries the state root after its transaction.
     let receipt_roots = !spec.is_byzantium_active_at_block(number);

@@ -51,26 +51,26 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyStoreError {
-    #[error("key store {path}: {source}")]
+    #[error("key store {path}: {error}")]
     Db {
         path: PathBuf,
-        source: Box<redb::Error>,
+        error: Box<redb::Error>,
     },
     #[error("key store {0} is busy (another process keeps it open)")]
     Busy(PathBuf),
-    #[error("key store {path}: record is not valid: {source}")]
+    #[error("key store {path}: record is not valid: {error}")]
     Corrupt {
         path: PathBuf,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error("no key matches {0}")]
     NotFound(String),
     #[error("{0} matches more than one key id; give the whole key")]
     Ambiguous(String),
-    #[error("cannot create {path}: {source}")]
+    #[error("cannot create {path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("the system random source failed: {0}")]
     Random(String),
@@ -212,16 +212,16 @@ impl KeyStore {
     fn db_err(&self, err: impl Into<redb::Error>) -> KeyStoreError {
         KeyStoreError::Db {
             path: self.path.clone(),
-            source: Box::new(err.into()),
+            error: Box::new(err.into()),
         }
     }
 
     /// Opens for writing, creating the file, waiting while another process has it open.
     fn open_write(&self) -> Result<Database, KeyStoreError> {
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| KeyStoreError::Io {
+            std::fs::create_dir_all(dir).map_err(|error| KeyStoreError::Io {
                 path: dir.to_path_buf(),
-                source,
+                error,
             })?;
         }
         self.retry_busy(|| Database::create(&self.path))
@@ -258,9 +258,9 @@ impl KeyStore {
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<KeyRecord, KeyStoreError> {
-        serde_json::from_slice(bytes).map_err(|source| KeyStoreError::Corrupt {
+        serde_json::from_slice(bytes).map_err(|error| KeyStoreError::Corrupt {
             path: self.path.clone(),
-            source,
+            error,
         })
     }
 
@@ -892,10 +892,15 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
             datadir,
         } => {
             let record = datadir.open()?.set_limits(&key, KeyLimits::from(&limits))?;
+            let show = |v: Option<String>| v.unwrap_or_else(|| "the node's default".to_string());
             writeln!(
                 out,
-                "limits of {} ({}): {:?}",
-                record.id, record.name, record.limits
+                "limits of {} ({}): rps {}, burst {}, daily quota {}",
+                record.id,
+                record.name,
+                show(record.limits.rps.map(|v| v.to_string())),
+                show(record.limits.burst.map(|v| v.to_string())),
+                show(record.limits.daily_quota.map(|v| v.to_string())),
             )?;
         }
         KeysAction::Origins {

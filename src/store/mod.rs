@@ -89,12 +89,14 @@ const META_DEV_INSTANCE: &str = "dev_instance";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    // Not a `#[from]`/source: the message holds it already, and a source would print twice
+    // in an error chain.
     #[error("database: {0}")]
-    Db(#[from] redb::Error),
-    #[error("cannot create datadir {path}: {source}")]
+    Db(redb::Error),
+    #[error("cannot create datadir {path}: {error}")]
     Datadir {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(
         "the datadir holds another chain (genesis {stored}), not this one (genesis {expected})"
@@ -126,6 +128,7 @@ macro_rules! db_err {
     ($($t:ty),*) => {$(impl From<$t> for StoreError { fn from(e: $t) -> Self { Self::Db(e.into()) } })*};
 }
 db_err!(
+    redb::Error,
     redb::DatabaseError,
     redb::TransactionError,
     redb::TableError,
@@ -175,9 +178,9 @@ impl Store {
         spec: Arc<ChainSpec>,
         alloc: Option<&BTreeMap<Address, GenesisAccount>>,
     ) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(datadir).map_err(|source| StoreError::Datadir {
+        std::fs::create_dir_all(datadir).map_err(|error| StoreError::Datadir {
             path: datadir.to_path_buf(),
-            source,
+            error,
         })?;
         let path = datadir.join("chain.redb");
         if !path.exists() {
@@ -204,9 +207,9 @@ impl Store {
                 let _ = std::fs::remove_file(&fresh);
                 return Err(e);
             }
-            std::fs::rename(&fresh, &path).map_err(|source| StoreError::Datadir {
+            std::fs::rename(&fresh, &path).map_err(|error| StoreError::Datadir {
                 path: path.clone(),
-                source,
+                error,
             })?;
         }
         // redb panics on some damage it meets while opening (an unreachable branch of its

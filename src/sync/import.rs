@@ -88,10 +88,10 @@ pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
         if number <= head {
             let stored = store.canonical_hash_raw(number)?;
             if stored != Some(header.hash()) {
+                let stored = stored.map_or_else(|| "none".to_string(), |h| h.to_string());
                 bail!(
-                    "block {number} ({}) conflicts with the stored block {:?}",
+                    "block {number} ({}) conflicts with the stored block {stored}",
                     header.hash(),
-                    stored
                 );
             }
             stats.skipped += 1;

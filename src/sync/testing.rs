@@ -110,7 +110,7 @@ pub fn build_block(
     let built = payload::build(store, &parent, &attributes, extra_data, &candidates, false)
         .map_err(|e| match e {
             BlockError::Store(e) => internal(&e),
-            BlockError::Execution { source, .. } => server_error(source.to_string()),
+            BlockError::Execution { error, .. } => server_error(error.to_string()),
             other => server_error(other.to_string()),
         })?;
     Ok(built.envelope_v3(true))
