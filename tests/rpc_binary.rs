@@ -473,3 +473,35 @@ fn a_taken_port_that_was_asked_for_stops_the_node_naming_the_flag() {
     let http = run(&["--http.port", &held_port, "--authrpc.port", &free]);
     assert!(http.contains("--http.port"), "{http}");
 }
+
+/// A mistyped path is an error, not an empty answer or a new directory: `keys list` of a
+/// datadir that does not exist, and `import` of a file that does not exist (which leaves no
+/// datadir behind).
+#[test]
+fn mistyped_paths_are_errors() {
+    let scratch = TempDir::new("rpc-binary-paths");
+    let missing = scratch.path().join("no-such-datadir");
+    let out = Command::new(simnode_bin())
+        .args(["keys", "list", "--datadir"])
+        .arg(&missing)
+        .output()
+        .expect("run keys list");
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no datadir at"),
+        "{out:?}"
+    );
+
+    let out = Command::new(simnode_bin())
+        .args(["import", "--chain", "dev", "--datadir"])
+        .arg(&missing)
+        .arg(scratch.path().join("no-such-chain.rlp"))
+        .output()
+        .expect("run import");
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot read"),
+        "{out:?}"
+    );
+    assert!(!missing.exists(), "the datadir was created");
+}

@@ -24,6 +24,10 @@ use crate::{cli::ImportArgs, exec, node::open_store, store::Store};
 
 pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     args.cache.apply();
+    // Checked before the datadir is opened, which would create it for nothing.
+    for file in &args.files {
+        std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    }
     let (store, _chain) = open_store(&args.chain)?;
     for file in &args.files {
         let stats = import_file(&store, file)?;
