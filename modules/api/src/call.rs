@@ -158,30 +158,31 @@ pub struct PrecompileEdits {
 }
 
 impl PrecompileEdits {
-    /// Checks the overrides' precompile moves against the fork's precompiles: only a precompile
-    /// moves, never onto an address the request also overrides or another move's target.
-    pub fn of(overrides: &StateOverride, spec: SpecId) -> RpcResult<Self> {
+    /// The edits of state overrides given as (address, `movePrecompileToAddress`) pairs,
+    /// checked against the fork's precompiles (`spec`): only a precompile moves, and never onto
+    /// an address the overrides also name. Two moves onto one address leave the later one
+    /// there, as geth does.
+    pub fn of(
+        overrides: impl IntoIterator<Item = (Address, Option<Address>)>,
+        spec: SpecId,
+    ) -> RpcResult<Self> {
+        let overrides: Vec<(Address, Option<Address>)> = overrides.into_iter().collect();
         let fork = Precompiles::new(PrecompileSpecId::from_spec_id(spec));
         let mut edits = Self::default();
-        for (address, account) in overrides {
+        for (address, move_to) in &overrides {
             let is_precompile = fork.contains(address);
-            if let Some(to) = account.move_precompile_to {
+            if let Some(to) = move_to {
                 if !is_precompile {
                     return Err(RpcError::Server(format!(
                         "account {address} is not a precompile"
                     )));
                 }
-                if overrides.contains_key(&to) {
+                if overrides.iter().any(|(other, _)| other == to) {
                     return Err(RpcError::Server(format!(
                         "account {to} is already overridden"
                     )));
                 }
-                if edits.moves.iter().any(|(_, other)| *other == to) {
-                    return Err(RpcError::Server(format!(
-                        "account {to} has already been overridden by a precompile"
-                    )));
-                }
-                edits.moves.push((*address, to));
+                edits.moves.push((*address, *to));
             } else if is_precompile {
                 edits.removed.push(*address);
             }
@@ -222,7 +223,12 @@ pub fn prepare(
     }
     let mut precompiles = PrecompileEdits::default();
     if let Some(overrides) = state_overrides {
-        precompiles = PrecompileEdits::of(&overrides, env.cfg_env.spec)?;
+        precompiles = PrecompileEdits::of(
+            overrides
+                .iter()
+                .map(|(address, account)| (*address, account.move_precompile_to)),
+            env.cfg_env.spec,
+        )?;
         apply_state_overrides(overrides, &mut db)
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     }

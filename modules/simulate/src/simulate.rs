@@ -43,8 +43,8 @@ use revm::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 use simnode_api::{
-    error::SimulateCode, offload::EvmPool, vm_messages, BlockParam, ChainSpec, ChainView,
-    ModuleContext, RootCarry, RpcError, RpcResult, StateChanges,
+    call::PrecompileEdits, error::SimulateCode, offload::EvmPool, vm_messages, BlockParam,
+    ChainSpec, ChainView, ModuleContext, RootCarry, RpcError, RpcResult, StateChanges,
 };
 
 use crate::{
@@ -430,7 +430,7 @@ impl Runner<'_> {
             self.precompiles_changed |= state_overrides.iter().any(|(address, account)| {
                 account.move_precompile_to_address.is_some() || precompiles.get(address).is_some()
             });
-            apply_state_overrides(state_overrides, db, &mut precompiles)?;
+            apply_state_overrides(state_overrides, db, &mut precompiles, self.base_spec)?;
             for (address, account) in state_overrides {
                 if writes_account(account) {
                     self.touched.remove(address);
@@ -1207,42 +1207,23 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
 }
 
 /// Applies one block's state overrides to the database and the precompile map, the way geth
-/// does: an override of a precompile's address removes the precompile; a move installs it at
-/// the destination, which nothing else in the same block may override.
+/// does (see [`PrecompileEdits`]): an override of a precompile's address removes the
+/// precompile; a move installs it at the destination, which nothing else in the same block may
+/// override.
 fn apply_state_overrides(
     overrides: &StateOverride,
     db: &mut SimDb,
     precompiles: &mut PrecompilesMap,
+    spec: SpecId,
 ) -> RpcResult<()> {
-    let mut moved_to: HashSet<Address> = HashSet::default();
+    PrecompileEdits::of(
+        overrides
+            .iter()
+            .map(|(address, account)| (*address, account.move_precompile_to_address)),
+        spec,
+    )?
+    .apply(precompiles);
     for (address, account) in overrides {
-        if moved_to.contains(address) {
-            return Err(RpcError::Server(format!(
-                "account {address} has already been overridden by a precompile"
-            )));
-        }
-        let is_precompile = precompiles.get(address).is_some();
-        if let Some(dest) = account.move_precompile_to_address {
-            if !is_precompile {
-                return Err(RpcError::Server(format!(
-                    "account {address} is not a precompile"
-                )));
-            }
-            if overrides.contains_key(&dest) {
-                return Err(RpcError::Server(format!(
-                    "account {dest} is already overridden"
-                )));
-            }
-            let mut taken = None;
-            precompiles.apply_precompile(address, |p| {
-                taken = p;
-                None
-            });
-            precompiles.apply_precompile(&dest, |_| taken);
-            moved_to.insert(dest);
-        } else if is_precompile {
-            precompiles.apply_precompile(address, |_| None);
-        }
         apply_account_override(*address, account, db)?;
     }
     Ok(())
