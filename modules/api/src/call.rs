@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use alloy::primitives::Address;
 use alloy::{
     consensus::Header,
+    primitives::Address,
     rpc::types::{state::StateOverride, BlockOverrides, TransactionRequest},
 };
 use alloy_evm::{
@@ -333,9 +333,10 @@ fn check_fees(
     request: &TransactionRequest,
     base_fee: u64,
     free: bool,
-    from: alloy::primitives::Address,
+    from: Address,
 ) -> RpcResult<()> {
-    if free || request.gas_price.is_some() && request.max_fee_per_gas.is_some() {
+    let dynamic = request.max_fee_per_gas.is_some() || request.max_priority_fee_per_gas.is_some();
+    if free || request.gas_price.is_some() && dynamic {
         // A conflict of fee styles is reported where the request is read.
         return Ok(());
     }
