@@ -893,3 +893,19 @@ fn struct_log_errors_read_as_geths() {
         "{r}"
     );
 }
+
+/// eth_feeHistory's percentiles must rise strictly, as current geth wants them.
+#[test]
+fn fee_history_percentiles_rise_strictly() {
+    let node = Node::execution_apis(&[]);
+    let r = node.call("eth_feeHistory", json!(["0x2", "latest", [10, 10]]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = node.call("eth_feeHistory", json!(["0x2", "latest", [20, 10]]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = node.call("eth_feeHistory", json!(["0x2", "latest", [10, 20]]));
+    assert_eq!(
+        r["result"]["reward"].as_array().map(Vec::len),
+        Some(2),
+        "{r}"
+    );
+}

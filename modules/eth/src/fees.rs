@@ -118,8 +118,9 @@ pub fn fee_history(
                 p.len()
             )));
         }
+        // Strictly ascending, as current geth wants them (a percentile twice asks nothing new).
         for (i, v) in p.iter().enumerate() {
-            if !(0.0..=100.0).contains(v) || (i > 0 && *v < p[i - 1]) {
+            if !(0.0..=100.0).contains(v) || (i > 0 && *v <= p[i - 1]) {
                 return Err(RpcError::invalid_params(format!(
                     "invalid reward percentile: {v}"
                 )));
