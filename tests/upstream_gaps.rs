@@ -909,3 +909,16 @@ fn fee_history_percentiles_rise_strictly() {
         "{r}"
     );
 }
+
+/// eth_getProof takes storage keys of at most 32 bytes, as geth does (longer hex with zero
+/// leading bytes was taken), and echoes a short key as it was given.
+#[test]
+fn proof_keys_are_at_most_32_bytes() {
+    let node = Node::execution_apis(&[]);
+    let account = "0x0c2c51a0990aee1d73c1228de158688341557508";
+    let long = format!("0x{}", "00".repeat(33));
+    let r = node.call("eth_getProof", json!([account, [long], "latest"]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = node.call("eth_getProof", json!([account, ["0x1"], "latest"]));
+    assert_eq!(r["result"]["storageProof"][0]["key"], "0x1", "{r}");
+}

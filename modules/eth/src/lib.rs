@@ -262,9 +262,30 @@ pub trait EthApi {
     async fn proof(
         &self,
         address: Address,
-        keys: Vec<JsonStorageKey>,
+        keys: Vec<ProofKey>,
         block: Option<BlockParam>,
     ) -> JsonRpcResult<EIP1186AccountProofResponse>;
+}
+
+/// A storage key of `eth_getProof`, kept in the form it was given (the proof echoes it), and
+/// at most 32 bytes long as geth wants it: alloy would take longer hex whose extra leading
+/// bytes are zero.
+#[derive(Debug, Clone)]
+pub struct ProofKey(JsonStorageKey);
+
+impl<'de> serde::Deserialize<'de> for ProofKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let hex = text.strip_prefix("0x").unwrap_or(&text);
+        if hex.len() > 64 {
+            return Err(serde::de::Error::custom(format!(
+                "storage key too long (want at most 32 bytes): \"{text}\""
+            )));
+        }
+        serde_json::from_value(Value::String(text))
+            .map(ProofKey)
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// Most storage keys one `eth_getProof` proves (each rebuilds the account's storage trie).
@@ -357,7 +378,6 @@ impl Eth {
     }
 }
 
-/// The RPC form of the transaction at `index` of a stored block.
 /// geth's parsing of a storage key: hex, at most 32 bytes, left-padded.
 pub fn parse_storage_key(key: &Value) -> RpcResult<B256> {
     let s = key
@@ -862,9 +882,10 @@ impl EthApiServer for Eth {
     async fn proof(
         &self,
         address: Address,
-        keys: Vec<JsonStorageKey>,
+        keys: Vec<ProofKey>,
         block: Option<BlockParam>,
     ) -> JsonRpcResult<EIP1186AccountProofResponse> {
+        let keys: Vec<JsonStorageKey> = keys.into_iter().map(|ProofKey(key)| key).collect();
         if keys.len() > MAX_PROOF_KEYS {
             return Err(RpcError::invalid_params(format!(
                 "too many storage keys: {} (at most {MAX_PROOF_KEYS})",
