@@ -179,6 +179,13 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
     assert_eq!(pending.len(), 1, "{notes:?}");
     assert_eq!(pending[0]["hash"], tx_hash);
     assert_eq!(pending[0]["blockHash"], Value::Null);
+    // As eth_getTransactionByHash and txpool_content show a waiting transaction (geth).
+    assert_eq!(
+        pending[0].get("blockTimestamp"),
+        Some(&Value::Null),
+        "{:?}",
+        pending[0]
+    );
 
     let block = http(&node, "eth_getBlockByNumber", json!(["0x1", false])).await;
     let new_heads = results_of(&notes, &heads);

@@ -908,6 +908,11 @@ fn fee_history_percentiles_rise_strictly() {
         Some(2),
         "{r}"
     );
+    // No percentiles, no `reward` (geth leaves it out, as when the list is not sent at all).
+    for params in [json!(["0x2", "latest", []]), json!(["0x2", "latest"])] {
+        let r = node.call("eth_feeHistory", params.clone());
+        assert!(r["result"].get("reward").is_none(), "{params}: {r}");
+    }
 }
 
 /// eth_getProof takes storage keys of at most 32 bytes, as geth does (longer hex with zero

@@ -177,7 +177,8 @@ pub fn fee_history(
         };
         history.base_fee_per_blob_gas.push(next_blob);
     }
-    if percentiles.is_some() {
+    // geth leaves `reward` out for an empty percentile list too.
+    if percentiles.is_some_and(|p| !p.is_empty()) {
         history.reward = Some(rewards);
     }
     Ok(history)

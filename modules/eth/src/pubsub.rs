@@ -17,17 +17,16 @@
 //! there is nothing to push to, and the method answers geth's -32601 "notifications not
 //! supported".
 
-use alloy::{
-    primitives::U256,
-    rpc::types::{Header as RpcHeader, Transaction, TransactionInfo},
-};
+use alloy::{primitives::U256, rpc::types::Header as RpcHeader};
 use jsonrpsee::{
     core::SubscriptionResult, proc_macros::rpc, server::SubscriptionMessage,
     types::ErrorObjectOwned, PendingSubscriptionSink, SubscriptionSink,
 };
 use serde::Serialize;
 use serde_json::Value;
-use simnode_api::{ChainEvent, ModuleContext, PoolEvent, RpcError, SyncTarget};
+use simnode_api::{
+    rpc_block::PoolTransaction, ChainEvent, ModuleContext, PoolEvent, RpcError, SyncTarget,
+};
 
 use crate::{
     logs::{block_logs, LogFilter},
@@ -220,8 +219,7 @@ async fn follow_pool(
     while let Some(event) = next(&sink, &mut events).await {
         let tx = event.map_err(lagged)?;
         let sent = if full {
-            let tx = Transaction::from_transaction((*tx).clone(), TransactionInfo::default());
-            send(&sink, &tx).await
+            send(&sink, &PoolTransaction::of((*tx).clone())).await
         } else {
             send(&sink, tx.tx_hash()).await
         };
