@@ -505,3 +505,97 @@ fn mistyped_paths_are_errors() {
     );
     assert!(!missing.exists(), "the datadir was created");
 }
+
+/// A key revoked while its WebSocket stays open stops receiving its subscriptions' pushes,
+/// not only answers to new requests.
+#[test]
+fn a_revoked_key_stops_receiving_its_subscriptions() {
+    let (datadir, port, _node, key) = answering("rpc-binary-revoked-ws");
+    let other = keys(&datadir, &["add", "miner"])
+        .lines()
+        .next()
+        .expect("a key")
+        .to_string();
+    eventually("the second key works", || chain_id(port, &other).0 == 200);
+    let mine = |n: usize| {
+        for _ in 0..n {
+            let (status, body) = post(
+                port,
+                &format!("/v3/{other}"),
+                Some("application/json"),
+                r#"{"jsonrpc":"2.0","id":1,"method":"evm_mine","params":[]}"#,
+            );
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let url = format!("ws://127.0.0.1:{port}/ws/v3/{key}");
+        let (mut ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("ws connect");
+        let request =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]});
+        ws.send(Message::Text(request.to_string().into()))
+            .await
+            .expect("ws send");
+        // Messages within `wait`, as JSON.
+        async fn read(
+            ws: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+                      + Unpin),
+            wait: Duration,
+        ) -> Vec<Value> {
+            let mut out = Vec::new();
+            while let Ok(Some(Ok(message))) = tokio::time::timeout(wait, ws.next()).await {
+                if let Message::Text(text) = message {
+                    out.push(serde_json::from_str(text.as_str()).expect("json"));
+                }
+            }
+            out
+        }
+        let heads = |messages: &[Value]| {
+            messages
+                .iter()
+                .filter(|m| m["method"] == "eth_subscription")
+                .count()
+        };
+        let answer = read(&mut ws, Duration::from_millis(500)).await;
+        assert!(
+            answer
+                .iter()
+                .any(|m| m["id"] == 1 && m["result"].is_string()),
+            "{answer:?}"
+        );
+
+        mine(1);
+        let before = read(&mut ws, Duration::from_millis(1_000)).await;
+        assert_eq!(
+            heads(&before),
+            1,
+            "a head while the key is good: {before:?}"
+        );
+
+        keys(&datadir, &["revoke", &key]);
+        // Revoked once a request on this socket is refused.
+        let mut refused = false;
+        for id in 2..100 {
+            let request =
+                json!({"jsonrpc": "2.0", "id": id, "method": "eth_chainId", "params": []});
+            ws.send(Message::Text(request.to_string().into()))
+                .await
+                .expect("ws send");
+            let got = read(&mut ws, Duration::from_millis(200)).await;
+            if got.iter().any(|m| m["error"]["code"] == -32001) {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "the revocation never reached the socket");
+        mine(2);
+        let after = read(&mut ws, Duration::from_millis(1_000)).await;
+        assert_eq!(heads(&after), 0, "heads after the revocation: {after:?}");
+    });
+}

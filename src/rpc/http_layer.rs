@@ -37,7 +37,7 @@ use super::{
     keys::KeyEntry,
     metrics, raw_result, workers,
 };
-use simnode_api::raw_answer::RawAnswerSlot;
+use simnode_api::{access::CallerAccess, raw_answer::RawAnswerSlot};
 
 /// The authenticated key of a request (HTTP request or WS connection).
 #[derive(Debug, Clone)]
@@ -518,6 +518,11 @@ where
             }
 
             req.extensions_mut().insert(entry.id.clone());
+            // Subscriptions push past the per-request checks: they ask this before each push,
+            // so a key revoked while its WebSocket stays open stops receiving.
+            let watched = entry.clone();
+            req.extensions_mut()
+                .insert(CallerAccess::new(move || !watched.is_revoked()));
             req.extensions_mut().insert(AuthedKey(entry));
             req.extensions_mut().insert(transport);
 

@@ -5,6 +5,7 @@
 //! the transaction pool and the limits it must honour, and answers with [`RpcError`]s whose
 //! JSON-RPC codes are fixed in one place ([`error`]).
 
+pub mod access;
 pub mod block_id;
 pub mod call;
 pub mod chain_spec;

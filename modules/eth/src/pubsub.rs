@@ -20,12 +20,13 @@
 use alloy::{primitives::U256, rpc::types::Header as RpcHeader};
 use jsonrpsee::{
     core::SubscriptionResult, proc_macros::rpc, server::SubscriptionMessage,
-    types::ErrorObjectOwned, PendingSubscriptionSink, SubscriptionSink,
+    types::ErrorObjectOwned, Extensions, PendingSubscriptionSink, SubscriptionSink,
 };
 use serde::Serialize;
 use serde_json::Value;
 use simnode_api::{
-    rpc_block::PoolTransaction, ChainEvent, ModuleContext, PoolEvent, RpcError, SyncTarget,
+    access::CallerAccess, rpc_block::PoolTransaction, ChainEvent, ModuleContext, PoolEvent,
+    RpcError, SyncTarget,
 };
 
 use crate::{
@@ -39,7 +40,7 @@ use tokio::sync::{
 
 #[rpc(server)]
 pub trait EthPubSubApi {
-    #[subscription(name = "eth_subscribe" => "eth_subscription", unsubscribe = "eth_unsubscribe", item = Value)]
+    #[subscription(name = "eth_subscribe" => "eth_subscription", unsubscribe = "eth_unsubscribe", item = Value, with_extensions)]
     async fn subscribe(&self, kind: String, params: Option<Value>) -> SubscriptionResult;
 }
 
@@ -110,7 +111,13 @@ fn lagged(missed: u64) -> jsonrpsee::core::SubscriptionError {
 }
 
 /// Sends one item; `Err` when the subscriber is gone.
-async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()> {
+async fn send<T: Serialize>(subscriber: &Subscriber, item: &T) -> Result<(), ()> {
+    // A caller whose key was revoked since it subscribed gets nothing more: the subscription
+    // ends here.
+    if !subscriber.access.allowed() {
+        return Err(());
+    }
+    let sink = &subscriber.sink;
     let Ok(message) = SubscriptionMessage::new(sink.method_name(), sink.subscription_id(), item)
     else {
         // Headers, logs, transactions and hashes always serialize; were one not to, that item
@@ -120,9 +127,21 @@ async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()>
     sink.send(message).await.map_err(|_| ())
 }
 
+/// An accepted subscription's sink and the access of the connection it came on.
+struct Subscriber {
+    sink: SubscriptionSink,
+    access: CallerAccess,
+}
+
+impl Subscriber {
+    async fn closed(&self) {
+        self.sink.closed().await
+    }
+}
+
 /// The next event, or `None` once the subscriber left or the sender is gone for good.
 async fn next<T: Clone>(
-    sink: &SubscriptionSink,
+    sink: &Subscriber,
     events: &mut broadcast::Receiver<T>,
 ) -> Option<Result<T, u64>> {
     tokio::select! {
@@ -140,9 +159,11 @@ impl EthPubSubApiServer for EthPubSub {
     async fn subscribe(
         &self,
         pending: PendingSubscriptionSink,
+        ext: &Extensions,
         kind: String,
         params: Option<Value>,
     ) -> SubscriptionResult {
+        let access = CallerAccess::of(ext);
         let kind = match parse_kind(&kind, params) {
             Ok(kind) => kind,
             Err(err) => {
@@ -152,22 +173,28 @@ impl EthPubSubApiServer for EthPubSub {
         };
         // Subscribed before accepting, so nothing that happens once the client holds the id
         // is missed.
+        let accept = |pending: PendingSubscriptionSink| async {
+            Ok::<_, jsonrpsee::core::server::PendingSubscriptionAcceptError>(Subscriber {
+                sink: pending.accept().await?,
+                access,
+            })
+        };
         match kind {
             Kind::NewHeads => {
                 let events = self.ctx.chain.chain_events();
-                follow_chain(pending.accept().await?, events, None).await
+                follow_chain(accept(pending).await?, events, None).await
             }
             Kind::Logs(filter) => {
                 let events = self.ctx.chain.chain_events();
-                follow_chain(pending.accept().await?, events, Some(&filter)).await
+                follow_chain(accept(pending).await?, events, Some(&filter)).await
             }
             Kind::PendingTransactions { full } => {
                 let events = self.ctx.pool.pool_events();
-                follow_pool(pending.accept().await?, events, full).await
+                follow_pool(accept(pending).await?, events, full).await
             }
             Kind::Syncing => {
                 let target = self.ctx.chain.sync_target();
-                follow_sync(pending.accept().await?, target, &self.ctx).await
+                follow_sync(accept(pending).await?, target, &self.ctx).await
             }
         }
     }
@@ -175,7 +202,7 @@ impl EthPubSubApiServer for EthPubSub {
 
 /// New heads (no filter) or logs (a filter) until the subscriber leaves.
 async fn follow_chain(
-    sink: SubscriptionSink,
+    sink: Subscriber,
     mut events: broadcast::Receiver<ChainEvent>,
     logs: Option<&LogFilter>,
 ) -> SubscriptionResult {
@@ -212,7 +239,7 @@ async fn follow_chain(
 
 /// Transactions entering the pool (hashes, or whole with `full`) until the subscriber leaves.
 async fn follow_pool(
-    sink: SubscriptionSink,
+    sink: Subscriber,
     mut events: broadcast::Receiver<PoolEvent>,
     full: bool,
 ) -> SubscriptionResult {
@@ -233,7 +260,7 @@ async fn follow_pool(
 /// The sync status now, then at each start and end of being behind, until the subscriber
 /// leaves.
 async fn follow_sync(
-    sink: SubscriptionSink,
+    sink: Subscriber,
     mut target: watch::Receiver<Option<SyncTarget>>,
     ctx: &ModuleContext,
 ) -> SubscriptionResult {
@@ -265,7 +292,7 @@ async fn follow_sync(
 }
 
 /// Each log as its own notification, as geth sends them.
-async fn send_all<T: Serialize>(sink: &SubscriptionSink, items: Vec<T>) -> Result<(), ()> {
+async fn send_all<T: Serialize>(sink: &Subscriber, items: Vec<T>) -> Result<(), ()> {
     for item in &items {
         send(sink, item).await?;
     }
