@@ -962,7 +962,8 @@ impl Runner<'_> {
             block: &block,
             calls: &calls,
         };
-        let unsigned_legacy = |tx: &alloy::rpc::types::Transaction| matches!(tx.inner.inner(), TxEnvelope::Legacy(signed) if *signed.signature() == zero_signature());
+        // Every legacy transaction of a simulated block is one `unsigned_legacy` made.
+        let unsigned_legacy = |tx: &alloy::rpc::types::Transaction| tx.inner.inner().is_legacy();
         match &block.transactions {
             BlockTransactions::Full(full) if full.iter().any(unsigned_legacy) => {
                 // alloy writes a legacy transaction's `v` from its signature and chain id (27
@@ -1010,11 +1011,8 @@ fn unsigned_legacy(tx: TxLegacy) -> TxEnvelope {
     let mut encoded = Vec::with_capacity(tx.rlp_encoded_fields_length() + 8);
     encode_unsigned_legacy(&tx, &mut encoded);
     let hash = alloy::primitives::keccak256(&encoded);
-    TxEnvelope::Legacy(Signed::new_unchecked(tx, zero_signature(), hash))
-}
-
-fn zero_signature() -> Signature {
-    Signature::new(U256::ZERO, U256::ZERO, false)
+    let unsigned = Signature::new(U256::ZERO, U256::ZERO, false);
+    TxEnvelope::Legacy(Signed::new_unchecked(tx, unsigned, hash))
 }
 
 fn encode_unsigned_legacy(tx: &TxLegacy, out: &mut dyn alloy::rlp::BufMut) {
@@ -1032,13 +1030,12 @@ fn encode_unsigned_legacy(tx: &TxLegacy, out: &mut dyn alloy::rlp::BufMut) {
     }
 }
 
-/// A simulated transaction's encoding in the block (EIP-2718), unsigned legacy ones included.
+/// A simulated transaction's encoding in the block (EIP-2718): every legacy one is unsigned
+/// (made by [`unsigned_legacy`]).
 fn encode_transaction(tx: &TxEnvelope, out: &mut Vec<u8>) {
     use alloy::eips::Encodable2718;
     match tx {
-        TxEnvelope::Legacy(signed) if *signed.signature() == zero_signature() => {
-            encode_unsigned_legacy(signed.tx(), out)
-        }
+        TxEnvelope::Legacy(signed) => encode_unsigned_legacy(signed.tx(), out),
         other => other.encode_2718(out),
     }
 }
