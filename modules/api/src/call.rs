@@ -89,18 +89,25 @@ pub fn bundles_start(
         _ => CacheDB::new(ctx.chain.state_at(block.number())?),
     };
     if let Some(overrides) = state_overrides {
-        if let Some((address, _)) = overrides
-            .iter()
-            .find(|(_, account)| account.move_precompile_to.is_some())
-        {
-            return Err(RpcError::invalid_params(format!(
-                "movePrecompileToAddress (of {address}) is not taken by bundles of calls; eth_call, eth_estimateGas and eth_simulateV1 take it"
-            )));
-        }
+        refuse_precompile_moves(&overrides, "bundles of calls")?;
         apply_state_overrides(overrides, &mut db)
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     }
     Ok(db)
+}
+
+/// -32602 for state overrides that move a precompile, for `methods` that cannot apply a move:
+/// running with the precompile where it was would answer another question.
+pub fn refuse_precompile_moves(overrides: &StateOverride, methods: &str) -> RpcResult<()> {
+    match overrides
+        .iter()
+        .find(|(_, account)| account.move_precompile_to.is_some())
+    {
+        Some((address, _)) => Err(RpcError::invalid_params(format!(
+            "movePrecompileToAddress (of {address}) is not taken by {methods}; eth_call, eth_estimateGas, debug_traceCall and eth_simulateV1 take it"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// What bounds the runs of one request: the RPC gas cap and the request's deadline.

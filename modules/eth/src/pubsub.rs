@@ -110,7 +110,7 @@ fn lagged(missed: u64) -> jsonrpsee::core::SubscriptionError {
     format!("subscription fell {missed} events behind and was closed; subscribe again").into()
 }
 
-/// Sends one item; `Err` when the subscriber is gone.
+/// Sends one item; `Err` when the subscriber is gone or may no longer be sent anything.
 async fn send<T: Serialize>(subscriber: &Subscriber, item: &T) -> Result<(), ()> {
     // A caller whose key was revoked since it subscribed gets nothing more: the subscription
     // ends here.

@@ -120,15 +120,7 @@ pub(crate) fn trace_call_many(
         apply_block_overrides(*block_overrides, &mut run.db, &mut env.block_env);
     }
     if let Some(state_overrides) = overrides.state {
-        // Silently running with the precompile where it was would answer another question.
-        if let Some((address, _)) = state_overrides
-            .iter()
-            .find(|(_, account)| account.move_precompile_to.is_some())
-        {
-            return Err(RpcError::invalid_params(format!(
-                "movePrecompileToAddress (of {address}) is not taken by trace_call; eth_call, debug_traceCall and eth_simulateV1 take it"
-            )));
-        }
+        simnode_api::call::refuse_precompile_moves(&state_overrides, "trace_call")?;
         apply_state_overrides(state_overrides, &mut run.db)
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     }
