@@ -385,6 +385,12 @@ fn invalid_params_name_the_argument() {
         json!([{"to": "0x000000000000000000000000000000000000dEaD", "value": "0xzz"}, "latest"]),
     );
     assert!(m.starts_with("invalid argument 0 (value): "), "{m}");
+    // The accounts methods read their request through a `Value` (its blob fields apart).
+    let m = call(
+        "eth_sendTransaction",
+        json!([{"from": "0x000000000000000000000000000000000000dEaD", "gas": "lots"}]),
+    );
+    assert!(m.starts_with("invalid argument 0 (gas): "), "{m}");
     let m = call(
         "eth_getStorageAt",
         json!(["0x000000000000000000000000000000000000dEaD", "0x0", "nope"]),

@@ -62,8 +62,8 @@ impl<'de> Deserialize<'de> for TxArgs {
             .filter_map(|name| fields.remove_entry(*name))
             .filter(|(_, value)| !value.is_null())
             .collect();
-        let request =
-            TransactionRequest::deserialize(Value::Object(fields)).map_err(D::Error::custom)?;
+        let request = TransactionRequest::deserialize(Value::Object(fields.clone()))
+            .map_err(|e| D::Error::custom(name_bad_field(&fields, e)))?;
         let blobs = if blob_fields.is_empty() {
             None
         } else {
@@ -72,6 +72,24 @@ impl<'de> Deserialize<'de> for TxArgs {
             Some(BlobArgs::from_sent(sent).map_err(D::Error::custom)?)
         };
         Ok(Self { request, blobs })
+    }
+}
+
+/// The request's refusal with the field that caused it named, as the other methods' parameter
+/// errors name theirs (`invalid argument 0 (value): ...`). Decoding from a `Value` leaves serde
+/// no position to trace back, so each field is tried alone; the request is argument 0 of
+/// every method that takes one, and the front door passes a message naming its argument
+/// through as it is.
+fn name_bad_field(fields: &Map<String, Value>, error: serde_json::Error) -> String {
+    let culprit = fields.iter().find_map(|(name, value)| {
+        let alone = Map::from_iter([(name.clone(), value.clone())]);
+        TransactionRequest::deserialize(Value::Object(alone))
+            .err()
+            .map(|e| (name, e))
+    });
+    match culprit {
+        Some((name, e)) => format!("invalid argument 0 ({name}): {e}"),
+        None => format!("invalid argument 0: {error}"),
     }
 }
 
@@ -213,6 +231,17 @@ mod tests {
             Err(RpcError::Server(message)) => assert!(message.contains(words), "{message}"),
             other => panic!("not refused with {words:?}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_bad_field_is_named() {
+        let refusal = |value: Value| args(value).expect_err("refused").to_string();
+        let m = refusal(
+            serde_json::json!({"to": "0x000000000000000000000000000000000000beef", "value": "zz"}),
+        );
+        assert!(m.starts_with("invalid argument 0 (value): "), "{m}");
+        let m = refusal(serde_json::json!({"from": "0xzz"}));
+        assert!(m.starts_with("invalid argument 0 (from): "), "{m}");
     }
 
     #[test]

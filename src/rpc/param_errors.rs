@@ -14,12 +14,15 @@
 /// the position traces back, else the reason itself (our own types, such as block
 /// parameters, already say what is wrong and quote the value).
 pub fn describe(params: Option<&str>, serde_msg: &str) -> String {
+    let reason = split_position(serde_msg).map_or(serde_msg, |(reason, _, _)| reason);
+    if reason.starts_with("invalid argument ") {
+        // A type that decodes through a `Value` (no positions) names its argument and field
+        // itself; serde's position is then the end of that whole argument.
+        return reason.to_string();
+    }
     params
         .and_then(|p| name_param_error(p, serde_msg))
-        .unwrap_or_else(|| {
-            let reason = split_position(serde_msg).map_or(serde_msg, |(reason, _, _)| reason);
-            format!("invalid params: {reason}")
-        })
+        .unwrap_or_else(|| format!("invalid params: {reason}"))
 }
 
 /// Rewrites serde's message (`reason at line L column C`) for `params` (the raw JSON array) into
@@ -280,6 +283,13 @@ mod tests {
         assert_eq!(
             describe(None, "bad at line 1 column 2"),
             "invalid params: bad"
+        );
+        assert_eq!(
+            describe(
+                Some("[{}]"),
+                "invalid argument 0 (to): bad at line 1 column 2"
+            ),
+            "invalid argument 0 (to): bad"
         );
     }
 }
