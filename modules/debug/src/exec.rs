@@ -13,7 +13,10 @@
 //! what the tracer's own byte budget does not see (one struct log per opcode, one frame per
 //! call) against `RpcLimits::max_vm_trace_bytes`, shared by all transactions of a request.
 
-use std::{collections::HashMap, time::Instant};
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use alloy::{
     primitives::U256,
@@ -48,11 +51,29 @@ pub(crate) struct Budget {
     pub deadline: Instant,
     /// The deadline's length, for the -32016 message.
     pub timeout_ms: u64,
+    /// How long each traced transaction or call may take (the tracer option `timeout`, which
+    /// geth applies per transaction), within the request's deadline.
+    pub per_tx: Duration,
     /// Most bytes of trace the request may record.
     pub max_bytes: usize,
 }
 
 impl Budget {
+    /// The budget of one transaction or call traced from now: its own `per_tx`, or what is
+    /// left of the request's deadline when that comes first.
+    fn for_tx(&self) -> Budget {
+        let own = Instant::now() + self.per_tx;
+        if own < self.deadline {
+            Budget {
+                deadline: own,
+                timeout_ms: self.per_tx.as_millis().try_into().unwrap_or(u64::MAX),
+                ..*self
+            }
+        } else {
+            *self
+        }
+    }
+
     pub(crate) fn timed_out(&self) -> RpcError {
         RpcError::Timeout(self.timeout_ms)
     }
@@ -119,9 +140,10 @@ pub(crate) fn trace_block(
         let tx_env = TxEnv::from_recovered_tx(tx, *sender);
         let tx_hash = *tx.tx_hash();
 
+        let tx_budget = budget.for_tx();
         let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
         let (steps, nodes) = counted(&inspector);
-        let mut guard = Guard::new(budget.deadline, bytes, budget.max_bytes).counting(
+        let mut guard = Guard::new(tx_budget.deadline, bytes, budget.max_bytes).counting(
             if steps { STEP_BYTES } else { 0 },
             if nodes { NODE_BYTES } else { 0 },
         );
@@ -129,7 +151,7 @@ pub(crate) fn trace_block(
             .create_evm_with_inspector(&mut db, env.clone(), (&mut inspector, &mut guard))
             .transact(tx_env.clone());
         let (recorded, full) = recorded_bytes(&inspector);
-        let res = settle(res, &guard, full, &budget, index)?;
+        let res = settle(res, &guard, full, &tx_budget, index)?;
         bytes = guard.bytes.saturating_add(recorded);
         if bytes > budget.max_bytes {
             return Err(budget.too_large());
@@ -234,6 +256,7 @@ fn trace_one(
     budget: Budget,
     bytes: usize,
 ) -> RpcResult<Traced> {
+    let budget = budget.for_tx();
     let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
     let (steps, nodes) = counted(&inspector);
     let mut guard = Guard::new(budget.deadline, bytes, budget.max_bytes).counting(
@@ -540,3 +563,33 @@ fn settle(
 const STEP_BYTES: usize = 256;
 /// Bytes one call frame costs beyond its input and output.
 const NODE_BYTES: usize = 512;
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    fn budget(left: Duration, per_tx: Duration) -> Budget {
+        Budget {
+            deadline: Instant::now() + left,
+            timeout_ms: left.as_millis() as u64,
+            per_tx,
+            max_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn each_transaction_gets_its_own_timeout_within_the_request() {
+        let request = budget(Duration::from_secs(60), Duration::from_millis(250));
+        let tx = request.for_tx();
+        assert!(tx.deadline < request.deadline);
+        assert!(tx.deadline <= Instant::now() + Duration::from_millis(250));
+        assert_eq!(tx.timeout_ms, 250);
+        // A later transaction starts its own count.
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(request.for_tx().deadline > tx.deadline);
+        // Near the request's end, the request's deadline (and its message) comes first.
+        let ending = budget(Duration::from_millis(100), Duration::from_secs(60));
+        let tx = ending.for_tx();
+        assert_eq!((tx.deadline, tx.timeout_ms), (ending.deadline, 100));
+    }
+}

@@ -27,8 +27,9 @@
 //!
 //! Limits: tracing runs on tokio's blocking pool, at most `RpcLimits::max_concurrent_traces`
 //! requests at once (the rest wait within their deadline); a request's deadline is
-//! `RpcLimits::evm_timeout`, or the tracer option `timeout` when that is shorter (-32016 past
-//! it); the trace one request records is bounded by `RpcLimits::max_vm_trace_bytes` (-32005).
+//! `RpcLimits::evm_timeout`, and the tracer option `timeout` bounds each transaction or call it
+//! traces, as geth applies it (-32016 past either); the trace one request records is bounded
+//! by `RpcLimits::max_vm_trace_bytes` (-32005).
 
 mod bad_blocks;
 mod exec;
@@ -189,15 +190,17 @@ impl Debug {
         opts: &GethDebugTracingOptions,
         f: impl FnOnce(&ModuleContext, exec::Budget) -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
-        let mut timeout = self.ctx.limits.evm_timeout;
-        if let Some(asked) = &opts.timeout {
-            let asked = parse_go_duration(asked)
-                .ok_or_else(|| RpcError::Server(format!("time: invalid duration \"{asked}\"")))?;
-            timeout = timeout.min(asked);
-        }
+        let timeout = self.ctx.limits.evm_timeout;
+        let per_tx = match &opts.timeout {
+            Some(asked) => parse_go_duration(asked)
+                .ok_or_else(|| RpcError::Server(format!("time: invalid duration \"{asked}\"")))?
+                .min(timeout),
+            None => timeout,
+        };
         let budget = exec::Budget {
             deadline: Instant::now() + timeout,
             timeout_ms: timeout.as_millis().try_into().unwrap_or(u64::MAX),
+            per_tx,
             max_bytes: self.ctx.limits.max_vm_trace_bytes,
         };
         let slot =
