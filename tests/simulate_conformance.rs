@@ -302,19 +302,8 @@ fn trace_transfers_nested_and_reverted() {
     let resp = answer(&sim, &request(payload));
     let block = &ok_blocks(&resp)[0];
     let logs = block["calls"][0]["logs"].as_array().expect("logs");
-    let transfers: Vec<(String, String, String)> = logs
-        .iter()
-        .map(|l| {
-            assert_eq!(l["address"], "0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee");
-            (
-                l["topics"][1].as_str().unwrap_or_default()[26..].to_string(),
-                l["topics"][2].as_str().unwrap_or_default()[26..].to_string(),
-                l["data"].as_str().unwrap_or_default()[64..].to_string(),
-            )
-        })
-        .collect();
     assert_eq!(
-        transfers,
+        transfers(logs),
         vec![
             (
                 "c000000000000000000000000000000000000000".into(),
@@ -336,6 +325,84 @@ fn trace_transfers_nested_and_reverted() {
         .trim_start_matches("0x")
         .chars()
         .all(|c| c == '0'));
+}
+
+/// The transfer logs among `logs` as (from, to, value) in hex without `0x` (values under 256).
+fn transfers(logs: &[Value]) -> Vec<(String, String, String)> {
+    logs.iter()
+        .map(|l| {
+            assert_eq!(l["address"], "0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee");
+            (
+                l["topics"][1].as_str().unwrap_or_default()[26..].to_string(),
+                l["topics"][2].as_str().unwrap_or_default()[26..].to_string(),
+                l["data"].as_str().unwrap_or_default()[64..].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A SELFDESTRUCT pays the contract's whole balance to its beneficiary, which geth reports also
+/// when that is the contract itself (after Cancun an existing contract then keeps its balance);
+/// one inside a frame that reverts is not reported.
+#[test]
+fn trace_transfers_self_destructs() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    // 0xd1: CALL(gas, 0xd5, 0, 0,0,0,0); POP; CALL(gas, 0xd2, 1, 0,0,0,0); POP;
+    //       SELFDESTRUCT(ADDRESS)
+    let d1 = concat!(
+        "0x",
+        "6000600060006000",
+        "6000",
+        "73d500000000000000000000000000000000000000",
+        "5af150",
+        "6000600060006000",
+        "6001",
+        "73d200000000000000000000000000000000000000",
+        "5af150",
+        "30ff"
+    );
+    // 0xd5: CALL(gas, 0xd6, 0, 0,0,0,0); POP; REVERT(0, 0)
+    let d5 = concat!(
+        "0x",
+        "6000600060006000",
+        "6000",
+        "73d600000000000000000000000000000000000000",
+        "5af150",
+        "60006000fd"
+    );
+    // 0xd6: SELFDESTRUCT(0xd7)
+    let d6 = "0x73d700000000000000000000000000000000000000ff";
+    let payload = json!({"traceTransfers": true, "blockStateCalls": [{
+        "stateOverrides": {
+            "0xc000000000000000000000000000000000000000": {"balance": "0x100"},
+            "0xd100000000000000000000000000000000000000": {"code": d1, "balance": "0x10"},
+            "0xd500000000000000000000000000000000000000": {"code": d5},
+            "0xd600000000000000000000000000000000000000": {"code": d6, "balance": "0x5"}
+        },
+        "calls": [{"from": "0xc000000000000000000000000000000000000000", "to": "0xd100000000000000000000000000000000000000", "value": "0x7"}]
+    }]});
+    let resp = answer(&sim, &request(payload));
+    let block = &ok_blocks(&resp)[0];
+    assert_eq!(block["calls"][0]["status"], "0x1", "{block}");
+    let logs = block["calls"][0]["logs"].as_array().expect("logs");
+    let d1 = "d100000000000000000000000000000000000000";
+    assert_eq!(
+        transfers(logs),
+        vec![
+            (
+                "c000000000000000000000000000000000000000".into(),
+                d1.into(),
+                "07".into()
+            ),
+            (
+                d1.into(),
+                "d200000000000000000000000000000000000000".into(),
+                "01".into()
+            ),
+            (d1.into(), d1.into(), "16".into()),
+        ],
+        "{logs:?}"
+    );
 }
 
 /// An account emptied by an override alone stays in the state (with its storage); EIP-161

@@ -4,17 +4,23 @@
 //!
 //! Logs are kept per call frame so that a reverted or failed frame drops its logs (real and
 //! transfer) together, as geth's simulate tracer does. Value moved by DELEGATECALL or CALLCODE
-//! never leaves the executing account and is not reported; SELFDESTRUCT payouts are.
+//! never leaves the executing account and is not reported; SELFDESTRUCT payouts are, the
+//! contract's whole balance to the beneficiary as geth reports them, also when the beneficiary
+//! is the contract itself (revm journals no transfer then, so the opcode is watched rather
+//! than revm's self-destruct hook).
 
 use std::time::Instant;
 
 use alloy::primitives::{Address, Log, LogData, B256, U256};
 use revm::{
+    bytecode::opcode::SELFDESTRUCT,
     context::JournalTr,
     context_interface::ContextTr,
     interpreter::{
-        interpreter::EthInterpreter, CallInputs, CallOutcome, CallScheme, CreateInputs,
-        CreateOutcome, CreateScheme, InstructionResult, Interpreter,
+        interpreter::EthInterpreter,
+        interpreter_types::{Jumps, LoopControl},
+        CallInputs, CallOutcome, CallScheme, CreateInputs, CreateOutcome, CreateScheme,
+        InstructionResult, Interpreter, InterpreterAction,
     },
     Inspector,
 };
@@ -43,6 +49,9 @@ pub struct SimInspector {
     frames: Vec<Vec<(Log, u64)>>,
     /// Logs of the last finished transaction (empty when it failed).
     finished: Vec<(Log, u64)>,
+    /// The SELFDESTRUCT about to run (contract, beneficiary, the contract's balance), reported
+    /// once it has.
+    self_destruct: Option<(Address, Address, U256)>,
 }
 
 impl SimInspector {
@@ -55,6 +64,7 @@ impl SimInspector {
             count: 0,
             frames: Vec::new(),
             finished: Vec::new(),
+            self_destruct: None,
         }
     }
 
@@ -118,7 +128,7 @@ impl SimInspector {
 }
 
 impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
-    fn step(&mut self, interp: &mut Interpreter<EthInterpreter>, _context: &mut CTX) {
+    fn step(&mut self, interp: &mut Interpreter<EthInterpreter>, context: &mut CTX) {
         self.steps = self.steps.wrapping_add(1);
         if self.timed_out || self.steps & (STEPS_PER_CLOCK_CHECK - 1) == 0 {
             if !self.timed_out && Instant::now() >= self.deadline {
@@ -126,6 +136,34 @@ impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
             }
             if self.timed_out {
                 interp.halt(InstructionResult::OutOfGas);
+                return;
+            }
+        }
+        if self.trace_transfers && interp.bytecode.opcode() == SELFDESTRUCT {
+            let contract = interp.input.target_address;
+            let beneficiary = interp
+                .stack
+                .peek(0)
+                .map(|word| Address::from_word(word.into()));
+            let balance = context
+                .journal_mut()
+                .load_account(contract)
+                .map(|acc| acc.data.info.balance);
+            if let (Ok(beneficiary), Ok(balance)) = (beneficiary, balance) {
+                self.self_destruct = Some((contract, beneficiary, balance));
+            }
+        }
+    }
+
+    fn step_end(&mut self, interp: &mut Interpreter<EthInterpreter>, _context: &mut CTX) {
+        if let Some((contract, beneficiary, balance)) = self.self_destruct.take() {
+            let done = matches!(
+                interp.bytecode.action(),
+                Some(InterpreterAction::Return(result))
+                    if result.result == InstructionResult::SelfDestruct
+            );
+            if done {
+                self.push_transfer(contract, beneficiary, balance);
             }
         }
     }
@@ -173,9 +211,5 @@ impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
         outcome: &mut CreateOutcome,
     ) {
         self.exit(outcome.result.result.is_ok());
-    }
-
-    fn selfdestruct(&mut self, contract: Address, target: Address, value: U256) {
-        self.push_transfer(contract, target, value);
     }
 }
