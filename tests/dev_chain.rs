@@ -559,16 +559,43 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
     node.result("evm_mine", json!([format!("{at:#x}")]));
     assert_eq!(quantity(&head(&node)["timestamp"]), at);
 
-    // anvil's and hardhat's own: blocks an interval apart.
+    // anvil's and hardhat's own: blocks an interval apart (the clock moved on by it before
+    // each, so a second that passes meanwhile adds to the gap, as on anvil).
+    let timestamp_of = |number: u64| {
+        quantity(
+            &node.result("eth_getBlockByNumber", json!([format!("{number:#x}"), false]))
+                ["timestamp"],
+        )
+    };
     let from = quantity(&head(&node)["timestamp"]);
     assert_eq!(
         node.result("anvil_mine", json!(["0x3", "0xa"])),
         Value::Null
     );
     assert_eq!(quantity(&head(&node)["number"]), 9);
-    assert_eq!(quantity(&head(&node)["timestamp"]), from + 30);
+    let mut previous = from;
+    for number in 7..=9 {
+        let gap = timestamp_of(number) - previous;
+        assert!((10..=12).contains(&gap), "block {number}: {gap}");
+        previous += gap;
+    }
     node.result("hardhat_mine", json!([]));
     assert_eq!(quantity(&head(&node)["number"]), 10);
+    // Time moved or set before it stays: hardhat's `time.increase()` sets the next timestamp
+    // and mines with an interval of 1; viem's `mine` sends an interval of 0.
+    let at = quantity(&head(&node)["timestamp"]) + 86_400;
+    node.result("evm_setNextBlockTimestamp", json!([at]));
+    node.result("hardhat_mine", json!(["0x3", "0x2"]));
+    assert_eq!(timestamp_of(11), at);
+    for number in 12..=13 {
+        let gap = timestamp_of(number) - timestamp_of(number - 1);
+        assert!((2..=4).contains(&gap), "block {number}: {gap}");
+    }
+    let before = quantity(&head(&node)["timestamp"]);
+    node.result("evm_increaseTime", json!([3600]));
+    node.result("anvil_mine", json!(["0x1", "0x0"]));
+    let gap = quantity(&head(&node)["timestamp"]) - before;
+    assert!((3600..=3602).contains(&gap), "{gap}");
 
     // A transfer after a snapshot, then back: the block and its transaction are gone, the
     // balance is what it was, and the snapshot is used up.

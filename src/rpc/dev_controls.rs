@@ -122,8 +122,9 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
 pub trait DevControlsApi {
     #[method(name = "evm_mine")]
     async fn mine(&self, options: Option<Value>) -> RpcResult<String>;
-    /// `blocks` blocks (default 1), `interval` seconds apart (default: the clock's pace), as
-    /// anvil's and hardhat's own `*_mine` (viem's `testClient.mine`, hardhat's `mine()` helper).
+    /// `blocks` blocks (default 1), the clock moved on `interval` seconds before each (default:
+    /// the clock's pace), as anvil's `anvil_mine` and its `hardhat_mine` (viem's
+    /// `testClient.mine`, hardhat's `mine()` and `time.increase()` helpers).
     #[method(name = "anvil_mine", aliases = ["hardhat_mine"])]
     async fn mine_blocks(&self, blocks: Option<Value>, interval: Option<Value>) -> RpcResult<()>;
     #[method(name = "evm_increaseTime", aliases = ["anvil_increaseTime"])]
@@ -434,10 +435,10 @@ impl DevControlsApiServer for DevControls {
         let dev = self.dev.clone();
         tokio::task::spawn_blocking(move || {
             for _ in 0..blocks {
+                // anvil moves the clock on by the interval before each block: a timestamp set
+                // for the next block still comes first, and time moved before stays moved.
                 if let Some(interval) = interval {
-                    let head = dev.store().head_header()?;
-                    let at = head.timestamp.saturating_add(interval.max(1));
-                    dev.set_next_timestamp(at)
+                    dev.increase_time(interval)
                         .map_err(RpcError::invalid_params)?;
                 }
                 dev.mine(true).map_err(RpcError::internal)?;
