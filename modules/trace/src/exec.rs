@@ -62,13 +62,28 @@ const NODE_BYTES: usize = std::mem::size_of::<CallTraceNode>();
 
 type Db = CacheDB<StateDb>;
 
-/// How a block parameter is named in "block not found" errors.
+/// How a block parameter is named in "block not found" errors (reth's words).
 pub(crate) fn describe_block(block: &BlockParam) -> String {
     match block {
         BlockParam::Number(n) => format!("{n:#x}"),
         BlockParam::Tag(tag) => tag.to_string(),
-        BlockParam::Hash { hash, .. } => hash.to_string(),
+        BlockParam::Hash {
+            hash,
+            require_canonical: false,
+        } => format!("hash {hash}"),
+        BlockParam::Hash {
+            hash,
+            require_canonical: true,
+        } => format!("canonical hash {hash}"),
     }
+}
+
+/// reth's "block not found: 0x.." for a block number past the head.
+pub(crate) fn block_not_found(number: u64) -> RpcError {
+    RpcError::ResourceNotFound(format!(
+        "block not found: {}",
+        describe_block(&BlockParam::Number(number))
+    ))
 }
 
 /// The canonical block number `block` names, resolved as reth does: a `safe` or `finalized`

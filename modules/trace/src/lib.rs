@@ -14,7 +14,7 @@
 //!   each trace placed in the chain (block, transaction hash and position), and a block's
 //!   rewards before the merge; `null` for what is not there. `trace_get [hash, [index]]`: one
 //!   entry of `trace_transaction`'s list. `trace_filter [filter]`: the traces of up to
-//!   [`MAX_FILTER_BLOCKS`] blocks whose from/to addresses match, paged by `after` and `count`.
+//!   [`MAX_FILTER_DISTANCE`] + 1 blocks whose from/to addresses match, paged by `after` and `count`.
 //!
 //! Each result holds the transaction's `output` and, as asked by its trace types, the call tree
 //! (`trace`), the account changes against the state before it (`stateDiff`) and the executed
@@ -157,7 +157,7 @@ pub trait TraceApi {
         hash: B256,
     ) -> Result<Option<Vec<LocalizedTransactionTrace>>, RpcError>;
 
-    /// The traces of a block range (at most [`MAX_FILTER_BLOCKS`] blocks) whose addresses match
+    /// The traces of a block range (at most [`MAX_FILTER_DISTANCE`] + 1 blocks) whose addresses match
     /// the filter, after `after` of them, at most `count`.
     #[method(name = "filter", with_extensions)]
     async fn filter(
@@ -175,8 +175,9 @@ pub trait TraceApi {
     ) -> Result<Option<LocalizedTransactionTrace>, RpcError>;
 }
 
-/// Most blocks one `trace_filter` request replays (reth's default).
-pub const MAX_FILTER_BLOCKS: u64 = 100;
+/// Most blocks one `trace_filter` request replays past its first (reth's default
+/// `max_trace_filter_blocks`, which bounds `toBlock - fromBlock`: 101 blocks in all).
+pub const MAX_FILTER_DISTANCE: u64 = 100;
 
 /// The `trace` namespace: the module context, its limits and the tracing slots.
 #[derive(Debug, Clone)]
@@ -378,20 +379,22 @@ impl TraceApiServer for Trace {
         let head = self.ctx.chain.head().latest;
         let from = filter.from_block.unwrap_or(0);
         let to = filter.to_block.unwrap_or(head);
+        // reth's order: a block past the head is not found, before the range is judged.
+        for end in [from, to] {
+            if end > head {
+                return Err(exec::block_not_found(end));
+            }
+        }
         if from > to {
             return Err(RpcError::invalid_params(format!(
                 "fromBlock {from} is after toBlock {to}"
             )));
         }
-        if to > head {
+        if to - from > MAX_FILTER_DISTANCE {
             return Err(RpcError::invalid_params(format!(
-                "toBlock {to} is past the head, block {head}"
-            )));
-        }
-        if to - from >= MAX_FILTER_BLOCKS {
-            return Err(RpcError::invalid_params(format!(
-                "block range too large: {} blocks, at most {MAX_FILTER_BLOCKS}",
-                to - from + 1
+                "block range too large: {} blocks, at most {}",
+                to - from + 1,
+                MAX_FILTER_DISTANCE + 1
             )));
         }
         let after = usize::try_from(filter.after.unwrap_or(0)).unwrap_or(usize::MAX);

@@ -149,8 +149,10 @@ pub(crate) fn localized(
                 block_timestamp: Some(block.header.timestamp),
                 base_fee,
             };
+            // The root keeps the call's own gas and gas used (the transaction's less its
+            // intrinsic gas), as trace_replayTransaction shows it: reth dropped the receipt's
+            // figures there (reth#9761), as OpenEthereum never had them.
             let traces = tracer
-                .with_transaction_gas_used(res.result.tx_gas_used())
                 .into_parity_builder()
                 .into_localized_transaction_traces(info);
             Ok((traces, res))
