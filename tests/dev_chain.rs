@@ -563,8 +563,10 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
     // each, so a second that passes meanwhile adds to the gap, as on anvil).
     let timestamp_of = |number: u64| {
         quantity(
-            &node.result("eth_getBlockByNumber", json!([format!("{number:#x}"), false]))
-                ["timestamp"],
+            &node.result(
+                "eth_getBlockByNumber",
+                json!([format!("{number:#x}"), false]),
+            )["timestamp"],
         )
     };
     let from = quantity(&head(&node)["timestamp"]);

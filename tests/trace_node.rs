@@ -572,7 +572,10 @@ fn filter_and_get_select_from_block_traces() {
     let code = |f: Value| node.call("trace_filter", json!([f]))["error"]["code"].clone();
     assert_eq!(code(json!({"fromBlock": "0x5", "toBlock": "0x4"})), -32602);
     // Past the head is reth's "block not found", whichever end and whatever the order.
-    let past = node.call("trace_filter", json!([{"fromBlock": "0x1", "toBlock": "0x37"}]));
+    let past = node.call(
+        "trace_filter",
+        json!([{"fromBlock": "0x1", "toBlock": "0x37"}]),
+    );
     assert_eq!(past["error"]["code"], -32001, "{past}");
     assert_eq!(past["error"]["message"], "block not found: 0x37", "{past}");
     assert_eq!(code(json!({"fromBlock": "0x40"})), -32001);

@@ -435,6 +435,19 @@ fn gas_estimates_are_geths_to_the_unit() {
         let r = node.call("eth_estimateGas", json!([request]));
         assert_eq!(r["result"], expected, "{request}: {r}");
     }
+    // A transfer to an account without code that 21000 gas cannot pay for (an access list's
+    // 2400 + 1900 more) goes on to geth's search: at least the 25300 it needs, within 1.5%.
+    let listed = json!([{"address": to, "storageKeys": [zeros]}]);
+    let r = node.call(
+        "eth_estimateGas",
+        json!([{"from": from, "to": to, "value": "0x1", "accessList": listed}]),
+    );
+    let estimate = u64::from_str_radix(
+        r["result"].as_str().unwrap_or_default().trim_start_matches("0x"),
+        16,
+    )
+    .unwrap_or_default();
+    assert!((25_300..=25_300 * 1015 / 1000).contains(&estimate), "{r}");
 }
 
 /// debug_traceCall (upstream debug_traceCall/*.io): a mined transaction sent again as a call, on its

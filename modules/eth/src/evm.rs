@@ -218,22 +218,22 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
         let allowance = available / U256::from(tx.gas_price);
         hi = hi.min(allowance.saturating_to::<u64>());
     }
-    // A plain transfer to an account without code costs exactly 21000.
+    // A plain transfer to an account without code usually costs exactly 21000; when it does
+    // not (an access list, say, makes the intrinsic gas higher), the search below finds it.
     if let TxKind::Call(to) = tx.kind {
         if tx.data.is_empty() && tx.authorization_list.is_empty() {
-            let code = db
-                .basic_ref(to)
-                .map_err(RpcError::from)?
-                .and_then(|a| a.code)
-                .map(|c| c.is_empty());
             let no_code = match db.basic_ref(to).map_err(RpcError::from)? {
                 None => true,
-                Some(acc) => code.unwrap_or(acc.code_hash == revm::primitives::KECCAK_EMPTY),
+                Some(acc) => acc
+                    .code
+                    .map_or(acc.code_hash == revm::primitives::KECCAK_EMPTY, |c| {
+                        c.is_empty()
+                    }),
             };
             if no_code && hi >= TX_GAS {
                 tx.gas_limit = TX_GAS;
-                if let ExecutionResult::Success { .. } =
-                    run(&mut db, &env, &precompiles, tx.clone(), &bounds)?
+                if let Ok(ExecutionResult::Success { .. }) =
+                    run(&mut db, &env, &precompiles, tx.clone(), &bounds)
                 {
                     return Ok(TX_GAS);
                 }
