@@ -443,11 +443,37 @@ fn gas_estimates_are_geths_to_the_unit() {
         json!([{"from": from, "to": to, "value": "0x1", "accessList": listed}]),
     );
     let estimate = u64::from_str_radix(
-        r["result"].as_str().unwrap_or_default().trim_start_matches("0x"),
+        r["result"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches("0x"),
         16,
     )
     .unwrap_or_default();
     assert!((25_300..=25_300 * 1015 / 1000).contains(&estimate), "{r}");
+}
+
+/// eth_createAccessList leaves the sender, the recipient and precompiles out, as geth does,
+/// unless the request lists slots of theirs: those stay (and are paid for).
+#[test]
+fn access_lists_keep_the_slots_a_request_gives_for_the_recipient() {
+    let node = Node::execution_apis(&[]);
+    let from = "0x0c2c51a0990aee1d73c1228de158688341557508";
+    let to = "0x0100000000000000000000000000000000000000";
+    let zeros = format!("0x{}", "00".repeat(32));
+    let create = |listed: serde_json::Value| {
+        node.result(
+            "eth_createAccessList",
+            json!([{"from": from, "to": to, "value": "0x1", "accessList": listed}]),
+        )
+    };
+    let with_slot = create(json!([{"address": to, "storageKeys": [zeros]}]));
+    assert_eq!(
+        with_slot,
+        json!({"accessList": [{"address": to, "storageKeys": [zeros]}], "gasUsed": "0x62d4"})
+    );
+    let without = create(json!([{"address": to, "storageKeys": []}]));
+    assert_eq!(without, json!({"accessList": [], "gasUsed": "0x5208"}));
 }
 
 /// debug_traceCall (upstream debug_traceCall/*.io): a mined transaction sent again as a call, on its

@@ -6,7 +6,8 @@
 //! blocking thread must stop too (with `--rpc.gascap 0` a looping call would otherwise never
 //! end). See [`UNGUARDED_GAS`].
 
-use alloy::primitives::{Bytes, TxKind, U256};
+use alloy::eips::eip2930::{AccessList, AccessListItem};
+use alloy::primitives::{Address, Bytes, TxKind, B256, U256};
 use alloy_evm::{EthEvmFactory, Evm, EvmEnv, EvmFactory};
 use revm::{
     context::{result::ExecutionResult, TxEnv},
@@ -322,13 +323,34 @@ fn first_refund_hint(result: &ExecutionResult<HaltReason>) -> u64 {
     }
 }
 
+/// `list` with the slots of `extra` added, sorted as the access-list tracer sorts.
+fn merged(list: AccessList, extra: Vec<AccessListItem>) -> AccessList {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut slots: BTreeMap<Address, BTreeSet<B256>> = BTreeMap::new();
+    for item in list.0.into_iter().chain(extra) {
+        slots
+            .entry(item.address)
+            .or_default()
+            .extend(item.storage_keys);
+    }
+    AccessList(
+        slots
+            .into_iter()
+            .map(|(address, keys)| AccessListItem {
+                address,
+                storage_keys: keys.into_iter().collect(),
+            })
+            .collect(),
+    )
+}
+
 /// Most rounds of eth_createAccessList before the list is taken as it stands.
 const ACCESS_LIST_ROUNDS: usize = 8;
 
 /// eth_createAccessList: run with an access-list tracer until the list stops changing, then
 /// report it with the gas the transaction uses with it, and the failure if it fails (as geth).
 pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930::AccessListResult> {
-    use alloy::eips::eip2930::{AccessList, AccessListResult};
+    use alloy::eips::eip2930::AccessListResult;
     use revm_inspectors::access_list::AccessListInspector;
     let Prepared {
         mut db,
@@ -354,7 +376,18 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
             &bounds,
             &mut inspector,
         )?;
-        let next = inspector.into_access_list();
+        let excluded = inspector.excluded().clone();
+        let mut next = inspector.into_access_list();
+        // geth leaves the sender, the recipient and the precompiles out unless slots of theirs
+        // are listed: slots given for them stay, where revm-inspectors drops them.
+        let kept: Vec<_> = list
+            .iter()
+            .filter(|item| !item.storage_keys.is_empty() && excluded.contains(&item.address))
+            .cloned()
+            .collect();
+        if !kept.is_empty() {
+            next = merged(next, kept);
+        }
         if next == list {
             break;
         }
