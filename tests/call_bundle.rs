@@ -230,3 +230,37 @@ fn bad_bundles_are_refused_naming_the_transaction() {
     let r = node.result("eth_callBundle", json!([bundle(vec![good])]));
     assert_eq!(r["results"][0]["gasUsed"], 21_000, "{r}");
 }
+
+/// A bundle whose block falls in a later fork than its state block runs under that block's
+/// rules: block 42 of the execution-apis chain is its first Cancun block, and its transactions
+/// as a bundle on block 41's state cost what their receipts say.
+#[test]
+fn a_bundle_block_in_the_next_fork_runs_under_its_rules() {
+    let node = Node::execution_apis(&[]);
+    let block = node.result("eth_getBlockByNumber", json!(["0x2a", false]));
+    let hashes = block["transactions"].as_array().expect("hashes").clone();
+    assert!(!hashes.is_empty());
+    let raws: Vec<Value> = hashes
+        .iter()
+        .map(|hash| node.result("eth_getRawTransactionByHash", json!([hash])))
+        .collect();
+    let answer = node.result(
+        "eth_callBundle",
+        json!([{"txs": raws, "blockNumber": "0x2a", "stateBlockNumber": "0x29",
+                "timestamp": block["timestamp"], "coinbase": block["miner"],
+                "baseFee": block["baseFeePerGas"]}]),
+    );
+    for (result, hash) in answer["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .zip(&hashes)
+    {
+        let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
+        assert_eq!(
+            result["gasUsed"].as_u64(),
+            Some(quantity(&receipt["gasUsed"]) as u64),
+            "{hash}: {result}"
+        );
+    }
+}

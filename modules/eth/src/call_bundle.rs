@@ -90,6 +90,13 @@ pub fn call_bundle(
         Some(time) => time,
         None => header.timestamp.saturating_add(12),
     };
+    // A bundle block moved into Cancun from a state block before it needs the blob gas
+    // excess that fork's blocks carry: its parent's (the state block's) child's.
+    if header.excess_blob_gas.is_none() {
+        header.excess_blob_gas = ctx
+            .spec
+            .next_excess_blob_gas(block.header.inner(), header.timestamp);
+    }
     header.beneficiary = coinbase.unwrap_or(header.beneficiary);
     header.difficulty = difficulty.unwrap_or(header.difficulty);
     if let Some(fee) = base_fee {
