@@ -31,7 +31,7 @@ use alloy::{
 use alloy_evm::block::calc;
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc};
 use revm::context::result::ExecutionResult;
-use revm_inspectors::tracing::types::CallKind;
+use revm_inspectors::tracing::types::{CallKind, CallTrace};
 use simnode_api::{
     call::Bounds, count::Count, rpc_block, BlockParam, KnownTransaction, ModuleContext, RpcError,
     RpcResult, StoredBlock,
@@ -311,41 +311,39 @@ fn checked_page_size(page_size: Count) -> RpcResult<u64> {
 /// The call tree as Otterscan draws it: every frame, the transaction's own at depth 0, with
 /// `value` only for the kinds that move it (not STATICCALL or DELEGATECALL).
 fn trace_entries(frames: &[replay::Frame]) -> Vec<TraceEntry> {
-    let mut entries = Vec::with_capacity(frames.len());
+    let mut entries = ExecutionOrder::default();
     for frame in frames.iter().map(|frame| &frame.call) {
         let moves_value = !matches!(frame.kind, CallKind::StaticCall | CallKind::DelegateCall);
-        entries.push(TraceEntry {
-            r#type: frame.kind.to_string(),
-            depth: frame.depth as u32,
-            from: frame.caller,
-            to: frame.address,
-            value: moves_value.then_some(frame.value),
-            input: frame.data.clone(),
-            output: frame.output.clone(),
-        });
-        if let (Some(to), Some(value)) = (
-            frame.selfdestruct_refund_target,
-            frame.selfdestruct_transferred_value,
-        ) {
-            entries.push(TraceEntry {
+        entries.frame(
+            frame.depth,
+            Some(TraceEntry {
+                r#type: frame.kind.to_string(),
+                depth: frame.depth as u32,
+                from: frame.caller,
+                to: frame.address,
+                value: moves_value.then_some(frame.value),
+                input: frame.data.clone(),
+                output: frame.output.clone(),
+            }),
+            self_destruct(frame).map(|(from, to, value)| TraceEntry {
                 r#type: "SELFDESTRUCT".into(),
                 depth: frame.depth as u32 + 1,
-                from: frame.selfdestruct_address.unwrap_or(frame.address),
+                from,
                 to,
                 value: Some(value),
                 input: Bytes::new(),
                 output: Bytes::new(),
-            });
-        }
+            }),
+        );
     }
-    entries
+    entries.finish()
 }
 
 /// What moved inside a transaction (not its own frame): value sent by inner calls, contracts
 /// created, self-destructs. Frames whose effects were undone (by their own revert or an outer
 /// frame's) are left out: they moved nothing.
 fn internal_operations(frames: &[replay::Frame]) -> Vec<InternalOperation> {
-    let mut ops = Vec::new();
+    let mut ops = ExecutionOrder::default();
     for frame in frames
         .iter()
         .filter(|frame| frame.kept)
@@ -359,27 +357,74 @@ fn internal_operations(frames: &[replay::Frame]) -> Vec<InternalOperation> {
             }
             _ => None,
         };
-        if let Some(kind) = kind.filter(|_| frame.depth > 0) {
-            ops.push(InternalOperation {
-                r#type: kind,
-                from: frame.caller,
-                to: frame.address,
-                value: frame.value,
-            });
-        }
-        if let (Some(to), Some(value)) = (
-            frame.selfdestruct_refund_target,
-            frame.selfdestruct_transferred_value,
-        ) {
-            ops.push(InternalOperation {
+        ops.frame(
+            frame.depth,
+            kind.filter(|_| frame.depth > 0)
+                .map(|kind| InternalOperation {
+                    r#type: kind,
+                    from: frame.caller,
+                    to: frame.address,
+                    value: frame.value,
+                }),
+            self_destruct(frame).map(|(from, to, value)| InternalOperation {
                 r#type: OperationType::OpSelfDestruct,
-                from: frame.selfdestruct_address.unwrap_or(frame.address),
+                from,
                 to,
                 value,
-            });
+            }),
+        );
+    }
+    ops.finish()
+}
+
+/// The frame's SELFDESTRUCT, if it ran one: (contract, beneficiary, value).
+fn self_destruct(frame: &CallTrace) -> Option<(Address, Address, U256)> {
+    Some((
+        frame.selfdestruct_address.unwrap_or(frame.address),
+        frame.selfdestruct_refund_target?,
+        frame.selfdestruct_transferred_value?,
+    ))
+}
+
+/// Entries of call frames (given in pre-order, with their depth) in the order they happened:
+/// a frame's SELFDESTRUCT ends it, so it comes after the calls the frame made before it.
+struct ExecutionOrder<T> {
+    entries: Vec<T>,
+    /// Self-destructs of the open frames, with the frame's depth, innermost last.
+    pending: Vec<(usize, T)>,
+}
+
+impl<T> Default for ExecutionOrder<T> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            pending: Vec::new(),
         }
     }
-    ops
+}
+
+impl<T> ExecutionOrder<T> {
+    fn frame(&mut self, depth: usize, own: Option<T>, destruct: Option<T>) {
+        self.close_to(depth);
+        self.entries.extend(own);
+        if let Some(destruct) = destruct {
+            self.pending.push((depth, destruct));
+        }
+    }
+
+    /// Emits the self-destructs of the frames that ended before one at `depth` starts.
+    fn close_to(&mut self, depth: usize) {
+        while self.pending.last().is_some_and(|(open, _)| *open >= depth) {
+            if let Some((_, entry)) = self.pending.pop() {
+                self.entries.push(entry);
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<T> {
+        self.close_to(0);
+        self.entries
+    }
 }
 
 /// The block's new ether before the merge: the miner's reward (with 1/32 of it per uncle) and
@@ -449,4 +494,29 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
 /// The module the node registers.
 pub fn rpc_module(ctx: ModuleContext) -> jsonrpsee::Methods {
     Otterscan::new(ctx).into_rpc().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExecutionOrder;
+
+    #[test]
+    fn a_self_destruct_comes_after_the_calls_its_frame_made() {
+        // Pre-order frames: a (depth 0, self-destructs), b (1), c (2, self-destructs), d (1).
+        let mut order = ExecutionOrder::default();
+        order.frame(0, Some("a"), Some("a destructs"));
+        order.frame(1, Some("b"), None);
+        order.frame(2, Some("c"), Some("c destructs"));
+        order.frame(1, Some("d"), None);
+        assert_eq!(
+            order.finish(),
+            ["a", "b", "c", "c destructs", "d", "a destructs"]
+        );
+        // Siblings that both self-destruct, and a frame that lists nothing of its own.
+        let mut order = ExecutionOrder::default();
+        order.frame(0, None, None);
+        order.frame(1, Some("x"), Some("x destructs"));
+        order.frame(1, Some("y"), Some("y destructs"));
+        assert_eq!(order.finish(), ["x", "x destructs", "y", "y destructs"]);
+    }
 }
