@@ -228,11 +228,13 @@ impl OtterscanApiServer for Otterscan {
         };
         // Genesis has no receipts stored, nor transactions to page through.
         let receipts = self.ctx.chain.receipts(block.number())?.unwrap_or_default();
+        // Pages count from the block's end, as erigon and reth cut them (Otterscan shows the
+        // newest first): page 0 is the last `page_size` transactions, in block order.
         let count = block.body.transactions.len();
-        let start = usize::try_from(page.0.saturating_mul(page_size))
-            .unwrap_or(usize::MAX)
-            .min(count);
-        let end = start.saturating_add(page_size as usize).min(count);
+        let end = count.saturating_sub(
+            usize::try_from(page.0.saturating_mul(page_size)).unwrap_or(usize::MAX),
+        );
+        let start = end.saturating_sub(page_size as usize);
         let mut rpc = rpc_block::block(&block, true);
         if let BlockTransactions::Full(txs) = &mut rpc.transactions {
             *txs = txs.drain(start..end).collect();
