@@ -497,6 +497,23 @@ async fn polled_filters_on_the_dev_chain() {
     assert_eq!(answer["error"]["message"], "filter not found", "{answer}");
     let answer = call("eth_newFilter", json!([{"address": "0x12"}])).await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // A range no block can be in is refused when installed, as geth does.
+    for range in [
+        json!({"fromBlock": "0x5", "toBlock": "0x3"}),
+        json!({"fromBlock": "latest", "toBlock": "0x3"}),
+        json!({"toBlock": "0x3"}),
+    ] {
+        let answer = call("eth_newFilter", json!([range])).await;
+        assert_eq!(answer["error"]["code"], -32000, "{range}: {answer}");
+    }
+    for range in [
+        json!({"fromBlock": "0x3", "toBlock": "0x3"}),
+        json!({"fromBlock": "0x3", "toBlock": "latest"}),
+        json!({"fromBlock": "earliest", "toBlock": "0x3"}),
+    ] {
+        let answer = call("eth_newFilter", json!([range])).await;
+        assert!(answer["result"].is_string(), "{range}: {answer}");
+    }
 }
 
 /// An `engine_newPayloadV3/V4` request for a copy of `raw_block` (the node's head) moved
