@@ -905,7 +905,7 @@ fn struct_log_errors_read_as_geths() {
         ("0x01", "stack underflow"),
         // JUMPDEST PUSH1 0 JUMP: an endless loop.
         ("0x5b600056", "out of gas"),
-        ("0xfe", "invalid opcode"),
+        ("0xfe", "invalid opcode: INVALID"),
     ] {
         let r = node.call(
             "debug_traceCall",

@@ -61,9 +61,9 @@ pub fn halt_message(reason: &HaltReason) -> String {
     match reason {
         HaltReason::OutOfGas(OutOfGasError::InvalidOperand) => "gas uint64 overflow",
         HaltReason::OutOfGas(_) => "out of gas",
-        HaltReason::OpcodeNotFound | HaltReason::InvalidFEOpcode | HaltReason::NotActivated => {
-            "invalid opcode"
-        }
+        // geth names the opcode; revm says which only for the designated INVALID (0xfe).
+        HaltReason::InvalidFEOpcode => "invalid opcode: INVALID",
+        HaltReason::OpcodeNotFound | HaltReason::NotActivated => "invalid opcode",
         HaltReason::InvalidJump => "invalid jump destination",
         HaltReason::StackUnderflow => "stack underflow",
         HaltReason::StackOverflow => "stack limit reached 1024 (1023)",
