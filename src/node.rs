@@ -120,7 +120,11 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     let (store, chain) = open_store(&args.chain)?;
     let dir = datadir(&args.chain);
     let spec = Arc::new(chain.spec.clone());
-    let pool = Arc::new(Pool::default());
+    let pool = Arc::new(if args.dev {
+        Pool::default()
+    } else {
+        Pool::one_kind_per_sender()
+    });
     let limits = RpcLimits {
         gas_cap: RpcLimits::gas_cap_from_flag(args.rpc.gas_cap),
         max_simulate_blocks: args.rpc.max_simulate_blocks,

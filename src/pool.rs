@@ -58,6 +58,9 @@ pub struct Pool {
     events: EventSender<PoolEvent>,
     /// Whether sidecars are being converted to cell proofs (see [`Pool::convert_to_cell_proofs`]).
     converting: AtomicBool,
+    /// Whether a sender's blob and other transactions are kept apart (see
+    /// [`Pool::one_kind_per_sender`]).
+    one_kind_per_sender: bool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -67,6 +70,17 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
+    /// A pool that holds a sender's blob transactions or its other ones, not both, as geth's
+    /// (whose blob pool reserves the sender: "address already reserved") and reth's do: a
+    /// block builder could otherwise be handed a blob transaction stuck behind others of the
+    /// sender it cannot take. A dev node's pool (`default`) mixes them, as anvil's does.
+    pub fn one_kind_per_sender() -> Self {
+        Self {
+            one_kind_per_sender: true,
+            ..Self::default()
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.lock().by_hash.len()
     }
@@ -101,6 +115,15 @@ impl Pool {
             }
             let sender = tx.signer();
             let nonce = tx.nonce();
+            let other_kind = self.one_kind_per_sender
+                && inner.by_sender.get(&sender).is_some_and(|nonces| {
+                    nonces
+                        .values()
+                        .any(|h| inner.by_hash[h].is_eip4844() != tx.is_eip4844())
+                });
+            if other_kind {
+                return Err(RpcError::Server("address already reserved".into()));
+            }
             let replaced = inner
                 .by_sender
                 .get(&sender)
@@ -436,6 +459,22 @@ mod tests {
         // A plain transaction's replacement pays 10% more.
         pool.insert(tx(a, 1, 100)).unwrap();
         assert!(pool.insert(tx(a, 1, 110)).is_ok());
+
+        // Outside a dev node, a sender's blob and other transactions do not mix.
+        let pool = Pool::one_kind_per_sender();
+        pool.insert(blob_tx(100, 10, 50)).unwrap();
+        let refused = pool.insert(tx(a, 1, 100)).unwrap_err().to_string();
+        assert!(refused.contains("address already reserved"), "{refused}");
+        assert!(
+            pool.insert(blob_tx(200, 20, 100)).is_ok(),
+            "blob after blob"
+        );
+        let b = Address::repeat_byte(2);
+        pool.insert(tx(b, 0, 100)).unwrap();
+        let mut blob_from_b = blob_tx(100, 10, 50);
+        blob_from_b = Recovered::new_unchecked(blob_from_b.into_inner(), b);
+        let refused = pool.insert(blob_from_b).unwrap_err().to_string();
+        assert!(refused.contains("address already reserved"), "{refused}");
     }
 
     #[test]
