@@ -326,6 +326,98 @@ fn new_payload_request(block: &Block<TxEnvelope>, requests: &[alloy::primitives:
     }
 }
 
+/// The spec's rules around the merge and payload structures: a proof-of-work block before
+/// the terminal one is never a head (INVALID, latest valid zeros, nothing moves), payloads
+/// must have their fork's structure (-32602), forkchoiceUpdated takes two params at most, and
+/// engine_exchangeCapabilities does not list itself.
+#[test]
+fn the_engine_api_keeps_the_specs_rules_at_the_merge() {
+    let (node, post_merge, requests) = node_at_merge("engine-merge-rules");
+    let caps = node.engine_call(
+        "engine_exchangeCapabilities",
+        json!([["engine_newPayloadV1"]]),
+    );
+    let caps = caps["result"].as_array().expect("a list").clone();
+    assert!(caps.contains(&json!("engine_newPayloadV4")), "{caps:?}");
+    assert!(
+        !caps.contains(&json!("engine_exchangeCapabilities")),
+        "{caps:?}"
+    );
+    let r = node.engine_call(
+        "engine_exchangeCapabilities",
+        json!(["engine_newPayloadV1"]),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    let terminal = post_merge[0].header.parent_hash;
+    let head_number = || node.result("eth_blockNumber", json!([]));
+    let before = head_number();
+    let hash_of = |number: u64| {
+        node.result(
+            "eth_getBlockByNumber",
+            json!([format!("{number:#x}"), false]),
+        )["hash"]
+            .clone()
+    };
+    let fcu = |head: &Value| {
+        node.engine_call(
+            "engine_forkchoiceUpdatedV1",
+            json!([{"headBlockHash": head, "safeBlockHash": B256::ZERO, "finalizedBlockHash": B256::ZERO}]),
+        )
+    };
+    let r = fcu(&json!(terminal));
+    assert_eq!(r["result"]["payloadStatus"]["status"], "VALID", "{r}");
+    let number =
+        u64::from_str_radix(before.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let r = fcu(&hash_of(number - 1));
+    assert_eq!(r["result"]["payloadStatus"]["status"], "INVALID", "{r}");
+    assert_eq!(
+        r["result"]["payloadStatus"]["latestValidHash"],
+        json!(B256::ZERO),
+        "{r}"
+    );
+    assert_eq!(r["result"]["payloadId"], Value::Null, "{r}");
+    assert_eq!(head_number(), before, "a refused head moves nothing");
+    let r = node.engine_call(
+        "engine_forkchoiceUpdatedV1",
+        json!([{"headBlockHash": terminal, "safeBlockHash": B256::ZERO, "finalizedBlockHash": B256::ZERO}, null, "0xdead"]),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    // The first post-merge block is before Shanghai: a V1 payload, whatever the version.
+    let first = new_payload_request(&post_merge[0], &requests[0]);
+    assert_eq!(first["method"], "engine_newPayloadV1");
+    let payload = first["params"][0].clone();
+    let with = |field: &str, value: Value| {
+        let mut p = payload.clone();
+        p[field] = value;
+        p
+    };
+    for (method, bad) in [
+        ("engine_newPayloadV1", with("withdrawals", json!([]))),
+        ("engine_newPayloadV2", with("withdrawals", json!([]))),
+        ("engine_newPayloadV2", with("blobGasUsed", json!("0x0"))),
+        ("engine_newPayloadV2", with("excessBlobGas", json!("0x0"))),
+    ] {
+        let r = node.engine_call(method, json!([bad]));
+        assert_eq!(r["error"]["code"], -32602, "{method}: {r}");
+    }
+    // Up to the first Shanghai block, which V2 wants with its withdrawals.
+    for (block, requests) in post_merge.iter().zip(&requests) {
+        let request = new_payload_request(block, requests);
+        if request["method"] == "engine_newPayloadV2" {
+            let mut bare = request["params"][0].clone();
+            bare.as_object_mut().expect("payload").remove("withdrawals");
+            let r = node.engine_call("engine_newPayloadV2", json!([bare]));
+            assert_eq!(r["error"]["code"], -32602, "{r}");
+            return;
+        }
+        let (_, body) = node.engine_raw(&request.to_string());
+        assert!(body.contains("VALID"), "{body}");
+    }
+    panic!("the chain reaches Shanghai");
+}
+
 #[test]
 fn engine_api_replay_gives_the_same_head_as_import() {
     let (node, post_merge, requests) = node_at_merge("engine");
@@ -531,7 +623,9 @@ fn engine_api_refuses_corrupted_payloads_and_keeps_the_chain() {
     let (node, post_merge, requests) = node_at_merge("engine-corrupt");
     let mut refused = 0;
     let mut bad_hashes = std::collections::HashSet::new();
-    let mut parent = post_merge[0].header.parent_hash;
+    // The first payload's parent is the last proof-of-work block: the spec has an INVALID
+    // answer name no PoW block as the latest valid one, but zeros.
+    let mut parent = B256::ZERO;
     for (block, requests) in post_merge.iter().zip(&requests) {
         let number = block.header.number;
         for (what, bad) in corrupted(block) {
@@ -541,12 +635,18 @@ fn engine_api_refuses_corrupted_payloads_and_keeps_the_chain() {
             assert_eq!(status, 200, "{body}");
             let v: Value = serde_json::from_str(&body).expect("json");
             // Moved back across Cancun (420) or Prague (450) on this chain, the payload is
-            // outside the fork of the method version its shape needs: -38005 comes first.
+            // outside the fork of the method version its shape needs: -38005 comes first;
+            // moved back across Shanghai (390), its withdrawals are the wrong structure for
+            // the time it names: -32602.
             let ts = block.header.timestamp;
-            if what == "timestamp not after the parent's"
-                && [420, 450].iter().any(|fork| ts - 12 < *fork && *fork <= ts)
-            {
+            let crosses = |fork: u64| ts - 12 < fork && fork <= ts;
+            if what == "timestamp not after the parent's" && (crosses(420) || crosses(450)) {
                 assert_eq!(v["error"]["code"], -38005, "block {number}, {what}: {v}");
+                refused += 1;
+                continue;
+            }
+            if what == "timestamp not after the parent's" && crosses(390) {
+                assert_eq!(v["error"]["code"], -32602, "block {number}, {what}: {v}");
                 refused += 1;
                 continue;
             }

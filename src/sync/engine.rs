@@ -45,8 +45,8 @@ use super::{
 use crate::{exec, pool::Pool, store::Store};
 
 /// Capabilities this node answers `engine_exchangeCapabilities` with.
+/// The spec forbids listing `engine_exchangeCapabilities` itself.
 const CAPABILITIES: &[&str] = &[
-    "engine_exchangeCapabilities",
     "engine_newPayloadV1",
     "engine_newPayloadV2",
     "engine_newPayloadV3",
@@ -132,6 +132,33 @@ fn check_execution_requests(requests: &[Bytes]) -> Result<(), ErrorObjectOwned> 
             )));
         }
         last_type = Some(request[0]);
+    }
+    Ok(())
+}
+
+/// Whether a payload carries `field` (JSON `null` counts as absent, as in geth).
+fn given(payload: &serde_json::Value, field: &str) -> bool {
+    payload.get(field).is_some_and(|v| !v.is_null())
+}
+
+/// newPayloadV2's structure by fork, as the spec and geth want it (-32602 otherwise): a V1
+/// payload before Shanghai, a V2 one (withdrawals) from it on, no Cancun blob fields.
+fn check_v2_structure(
+    spec: &simnode_api::ChainSpec,
+    payload: &serde_json::Value,
+    timestamp: u64,
+) -> Result<(), ErrorObjectOwned> {
+    use alloy_hardforks::EthereumHardforks;
+    let shanghai = spec.is_shanghai_active_at_timestamp(timestamp);
+    match (shanghai, given(payload, "withdrawals")) {
+        (true, false) => return Err(invalid_params("nil withdrawals post-shanghai")),
+        (false, true) => return Err(invalid_params("non-nil withdrawals pre-shanghai")),
+        _ => {}
+    }
+    for field in ["excessBlobGas", "blobGasUsed"] {
+        if given(payload, field) {
+            return Err(invalid_params(format!("non-nil {field} pre-cancun")));
+        }
     }
     Ok(())
 }
@@ -246,7 +273,7 @@ impl EngineApi {
                     PayloadStatusEnum::Invalid {
                         validation_error: e.to_string(),
                     },
-                    Some(parent_hash),
+                    Some(self.latest_valid(parent_hash)?),
                 ))
             }
         }
@@ -269,12 +296,12 @@ impl EngineApi {
         attributes: Option<(u8, PayloadAttributes)>,
     ) -> Result<ForkchoiceUpdated, ErrorObjectOwned> {
         let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
-        let mut updated = self.apply_forkchoice(state)?;
+        let (mut updated, may_build) = self.apply_forkchoice(state)?;
         let Some((version, attributes)) = attributes else {
             return Ok(updated);
         };
         let head = self.store.head_header().map_err(internal)?;
-        if !updated.is_valid() || head.hash() != state.head_block_hash {
+        if !may_build || !updated.is_valid() || head.hash() != state.head_block_hash {
             return Ok(updated);
         }
         payload_jobs::check_attributes(&self.store, version, &head, &attributes)?;
@@ -312,44 +339,103 @@ impl EngineApi {
         self.jobs.answer(version, id)
     }
 
-    /// Moves head, safe and finalized as `state` names them (the serial lock held).
+    /// Moves head, safe and finalized as `state` names them (the serial lock held). The flag
+    /// says whether a payload may be built on the head the answer names: not when the state
+    /// named a canonical ancestor of the head (the spec forbids it), nor on a refusal.
     fn apply_forkchoice(
         &self,
         state: ForkchoiceState,
-    ) -> Result<ForkchoiceUpdated, ErrorObjectOwned> {
+    ) -> Result<(ForkchoiceUpdated, bool), ErrorObjectOwned> {
         let number_of = |hash: B256| self.store.number_of(&hash).map_err(internal);
-        match number_of(state.head_block_hash)? {
-            Some(n) if n == self.store.head().latest => {}
-            Some(n) => {
-                // A canonical block below the head: a pure rewind.
-                self.check_reorg_target(n)?;
-                let unwound = self.store.unwind_to(n).map_err(internal)?;
-                self.return_to_pool(&unwound);
-                crate::rpc::metrics::set_head_block(n);
-            }
-            None => {
-                if let Some(invalid) = self.reorg_to_side(state.head_block_hash)? {
-                    return Ok(ForkchoiceUpdated::new(invalid));
-                }
-            }
-        }
         let resolve = |hash: B256| -> Result<Option<u64>, ErrorObjectOwned> {
             if hash.is_zero() {
                 return Ok(None);
             }
-            number_of(hash)?.map(Some).ok_or_else(|| {
-                ErrorObjectOwned::owned(-38002, "Invalid forkchoice state", None::<()>)
-            })
+            number_of(hash)?.map(Some).ok_or_else(invalid_forkchoice)
+        };
+        let valid = || {
+            ForkchoiceUpdated::new(PayloadStatus::new(
+                PayloadStatusEnum::Valid,
+                Some(state.head_block_hash),
+            ))
+        };
+        let head = number_of(state.head_block_hash)?;
+        if let Some(n) = head {
+            if self.is_pre_terminal_pow(n)? {
+                // A proof-of-work block the merge did not end with: never a head again.
+                return Ok((
+                    ForkchoiceUpdated::new(PayloadStatus::new(
+                        PayloadStatusEnum::Invalid {
+                            validation_error: format!(
+                                "block {n} is a proof-of-work block before the terminal one"
+                            ),
+                        },
+                        Some(B256::ZERO),
+                    )),
+                    false,
+                ));
+            }
+        }
+        let may_build = match head {
+            Some(n) if n == self.store.head().latest => true,
+            Some(n) => {
+                // A canonical block below the head. The spec lets a client skip this update,
+                // and forbids building on it; simnode rewinds to it when it may (not below
+                // the finalized block, nor deeper than MAX_REORG_DEPTH) and else changes
+                // nothing. Safe and finalized are checked first, so that a refused update
+                // leaves the chain as it was: they must lie on the chain it rewinds to.
+                let (safe, finalized) = (
+                    resolve(state.safe_block_hash)?,
+                    resolve(state.finalized_block_hash)?,
+                );
+                if safe.is_some_and(|s| s > n) || finalized.is_some_and(|f| f > n) {
+                    return Err(invalid_forkchoice());
+                }
+                if self.check_reorg_target(n).is_err() {
+                    return Ok((valid(), false));
+                }
+                let unwound = self.store.unwind_to(n).map_err(internal)?;
+                self.return_to_pool(&unwound);
+                crate::rpc::metrics::set_head_block(n);
+                false
+            }
+            None => {
+                if let Some(refused) = self.reorg_to_side(state.head_block_hash)? {
+                    return Ok((ForkchoiceUpdated::new(refused), false));
+                }
+                true
+            }
         };
         let safe = resolve(state.safe_block_hash)?;
         let finalized = resolve(state.finalized_block_hash)?;
         self.store.set_finality(safe, finalized).map_err(internal)?;
         // The client's head is now this node's head.
         self.store.caught_up();
-        Ok(ForkchoiceUpdated::new(PayloadStatus::new(
-            PayloadStatusEnum::Valid,
-            Some(state.head_block_hash),
-        )))
+        Ok((valid(), may_build))
+    }
+
+    /// Whether canonical block `n` is a proof-of-work block other than the terminal one (the
+    /// last before the merge), which the spec forbids as a head.
+    fn is_pre_terminal_pow(&self, n: u64) -> Result<bool, ErrorObjectOwned> {
+        if n == 0 || self.store.spec().is_post_merge(n + 1) {
+            return Ok(false);
+        }
+        let header = self.store.header_raw(n).map_err(internal)?;
+        Ok(header.is_some_and(|h| !h.difficulty.is_zero()))
+    }
+
+    /// What an INVALID answer names as the latest valid block: `hash`, or zeros when that is
+    /// a proof-of-work block (the spec's rule: a PoW chain is no valid ancestor to point at).
+    fn latest_valid(&self, hash: B256) -> Result<B256, ErrorObjectOwned> {
+        let Some(n) = self.store.number_of(&hash).map_err(internal)? else {
+            return Ok(hash);
+        };
+        let header = self.store.header_raw(n).map_err(internal)?;
+        Ok(if header.is_some_and(|h| !h.difficulty.is_zero()) {
+            B256::ZERO
+        } else {
+            hash
+        })
     }
 
     /// Refuses a reorg whose common ancestor is `ancestor` if it would unwind below the
@@ -429,7 +515,7 @@ impl EngineApi {
                         PayloadStatusEnum::Invalid {
                             validation_error: e.to_string(),
                         },
-                        Some(last_valid),
+                        Some(self.latest_valid(last_valid)?),
                     )));
                 }
             }
@@ -484,11 +570,18 @@ impl EngineApi {
 
     pub fn into_rpc(self) -> anyhow::Result<RpcModule<EngineApi>> {
         let mut m = RpcModule::new(self);
-        m.register_method("engine_exchangeCapabilities", |_, _, _| {
-            CAPABILITIES.to_vec()
+        m.register_method("engine_exchangeCapabilities", |params, _, _| {
+            // The consensus client's list is read only to check the request's shape.
+            let (_theirs,): (Vec<String>,) = params.parse()?;
+            Ok::<_, ErrorObjectOwned>(CAPABILITIES.to_vec())
         })?;
         m.register_blocking_method("engine_newPayloadV1", |params, api, _| {
-            let (payload,): (ExecutionPayloadV1,) = params.parse()?;
+            let (payload,): (serde_json::Value,) = params.parse()?;
+            if given(&payload, "withdrawals") {
+                return Err(invalid_params("withdrawals not supported in V1"));
+            }
+            let payload: ExecutionPayloadV1 =
+                serde_json::from_value(payload).map_err(|e| invalid_params(e.to_string()))?;
             let hash = payload.block_hash;
             match payload.try_into_block::<TxEnvelope>() {
                 Ok(block) => api.new_payload(block, hash),
@@ -499,9 +592,10 @@ impl EngineApi {
             let (payload,): (serde_json::Value,) = params.parse()?;
             if let Some(timestamp) = payload_timestamp(&payload) {
                 check_payload_fork(api.store.spec(), 2, timestamp)?;
+                check_v2_structure(api.store.spec(), &payload, timestamp)?;
             }
             // V2 takes a V1 payload before Shanghai and a V2 (with withdrawals) after it.
-            let payload = if payload.get("withdrawals").is_some() {
+            let payload = if given(&payload, "withdrawals") {
                 ExecutionPayload::V2(
                     serde_json::from_value::<ExecutionPayloadV2>(payload)
                         .map_err(|e| invalid_params(e.to_string()))?,
@@ -570,6 +664,10 @@ impl EngineApi {
             (3, "engine_forkchoiceUpdatedV3"),
         ] {
             m.register_blocking_method(name, move |params, api, _| {
+                let all: Vec<serde_json::Value> = params.parse()?;
+                if all.len() > 2 {
+                    return Err(invalid_params("too many arguments, want at most 2"));
+                }
                 let mut seq = params.sequence();
                 let state: ForkchoiceState = seq.next()?;
                 let attributes: Option<PayloadAttributes> = seq.optional_next()?;
@@ -1200,7 +1298,8 @@ mod reorg_tests {
 
         // Finalize A1: the B branch forks below it, so it can never become canonical and
         // leaves the side table; a forkchoice naming it is then an unknown head. A rewind
-        // below the finalized block is refused.
+        // below the finalized block is skipped: VALID, nothing changes (the spec's choice for
+        // a head that is a canonical ancestor).
         fcu(a1.header.hash(), a1.header.hash()).unwrap();
         for blk in [b1.header.hash(), b2.header.hash(), bad.hash()] {
             assert!(node.side_block(&blk).unwrap().is_none(), "{blk} kept");
@@ -1208,8 +1307,10 @@ mod reorg_tests {
         let out = fcu(b2.header.hash(), B256::ZERO).unwrap();
         assert_eq!(out.payload_status.status, PayloadStatusEnum::Syncing);
         let genesis = node.canonical_hash_raw(0).unwrap().unwrap();
-        let err = fcu(genesis, B256::ZERO).unwrap_err();
-        assert_eq!(err.code(), -38002);
+        let out = fcu(genesis, B256::ZERO).unwrap();
+        assert!(out.is_valid(), "{out:?}");
+        assert_eq!(out.payload_status.latest_valid_hash, Some(genesis));
+        assert_eq!(out.payload_id, None);
         assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
         assert!(matches!(
             node.unwind_to(0),
@@ -1242,6 +1343,28 @@ mod reorg_tests {
         // Forward again: B2 comes back from the side table, its transaction leaves the pool.
         api.forkchoice_updated(state(b2.header.hash())).unwrap();
         assert_eq!(pool.len(), 0);
+        // A rewind whose safe block would not be on the chain it leaves is refused before
+        // anything moves.
+        let err = api
+            .forkchoice_updated(ForkchoiceState {
+                safe_block_hash: b2.header.hash(),
+                ..state(b1.header.hash())
+            })
+            .unwrap_err();
+        assert_eq!(err.code(), -38002);
+        assert_eq!(node.head().latest, 2);
+        // A proposal on a canonical ancestor is not built (the spec forbids it); the rewind
+        // itself is done.
+        let b1_sealed = node.header_raw(1).unwrap().unwrap();
+        let (to_b1, attributes) = proposal_on(&b1_sealed, X);
+        let out = api
+            .forkchoice_updated_with(to_b1, Some((3, attributes)))
+            .unwrap();
+        assert!(out.is_valid(), "{out:?}");
+        assert_eq!(out.payload_id, None);
+        assert_eq!(node.head().latest, 1);
+        api.forkchoice_updated(state(b2.header.hash())).unwrap();
+        assert_eq!(node.head().latest, 2);
         // Rewound again, B2 re-sent as a payload on the head is executed, not parked. B1
         // final keeps B2: its branch joins the chain at the finalized block.
         api.forkchoice_updated(ForkchoiceState {
