@@ -43,7 +43,10 @@ pub struct SimInspector {
     deadline: Instant,
     steps: u32,
     timed_out: bool,
-    /// Logs captured in this block so far, failed frames included (geth numbers them so).
+    /// Logs captured in this block so far, failed frames included: the geth that recorded the
+    /// execution-apis fixtures numbers them so (`ethSimulate-use-as-many-features-as-possible`
+    /// pins it: failed calls' transfer logs leave gaps). Newer geth gives a failed frame's
+    /// numbers back; the fixtures are what clients are checked against.
     count: u64,
     /// Logs of the open call frames with their block-wide index, innermost last.
     frames: Vec<Vec<(Log, u64)>>,
