@@ -1152,3 +1152,29 @@ fn a_reverting_system_contract_is_the_requests_error() {
         assert_eq!(response["error"]["code"], -32000, "{contract}: {response}");
     }
 }
+
+/// A simulated block has its own fork's precompiles, as geth picks them since geth#33363: on
+/// block 44 (Cancun) the next block is in Prague, where 0x0b is BLS12-381 G1ADD, which fails
+/// on empty input and can be moved; in Cancun it was an empty account.
+#[test]
+fn a_simulated_block_has_its_own_forks_precompiles() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let on_44 = |payload: Value| {
+        answer(
+            &sim,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1", "params": [payload, "0x2c"]}),
+        )
+    };
+    let bls = "0x000000000000000000000000000000000000000b";
+    let resp = on_44(json!({"blockStateCalls": [{"calls": [
+        {"from": "0xc000000000000000000000000000000000000000", "to": bls, "gas": "0x10000"}
+    ]}]}));
+    let call = &ok_blocks(&resp)[0]["calls"][0];
+    assert_eq!(call["status"], "0x0", "{call}");
+    assert_eq!(call["gasUsed"], "0x10000", "{call}");
+    let resp = on_44(json!({"blockStateCalls": [{
+        "stateOverrides": {bls: {"movePrecompileToAddress": "0x0000000000000000000000000000000000123456"}},
+        "calls": []
+    }]}));
+    assert!(resp["result"].is_array(), "{resp}");
+}

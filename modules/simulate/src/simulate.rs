@@ -153,7 +153,6 @@ impl Simulation<'_> {
             spec: &ctx.spec,
             chain: ctx.chain.as_ref(),
             base_number,
-            base_spec: ctx.spec.spec_id(base.number, base.timestamp),
             validate: payload.validation,
             full_tx: payload.return_full_transactions,
             budget: limits.gas_cap,
@@ -276,8 +275,6 @@ struct Runner<'a> {
     spec: &'a Arc<ChainSpec>,
     chain: &'a dyn ChainView,
     base_number: u64,
-    /// Precompiles are those of the base block (as geth does).
-    base_spec: SpecId,
     validate: bool,
     full_tx: bool,
     /// What remains of the request-wide gas budget (`--rpc.gascap`).
@@ -424,13 +421,16 @@ impl Runner<'_> {
             });
         }
 
-        let fork_precompiles = Precompiles::new(PrecompileSpecId::from_spec_id(self.base_spec));
+        // The simulated block's precompiles, as geth picks them since geth#33363 (before, those
+        // of the base block): a block simulated into Prague has the BLS ones.
+        let block_spec = env.cfg_env.spec;
+        let fork_precompiles = Precompiles::new(PrecompileSpecId::from_spec_id(block_spec));
         let mut precompiles = PrecompilesMap::from_static(fork_precompiles);
         if let Some(state_overrides) = &state_overrides {
             self.precompiles_changed |= state_overrides.iter().any(|(address, account)| {
                 account.move_precompile_to_address.is_some() || precompiles.get(address).is_some()
             });
-            apply_state_overrides(state_overrides, db, &mut precompiles, self.base_spec)?;
+            apply_state_overrides(state_overrides, db, &mut precompiles, block_spec)?;
             for (address, account) in state_overrides {
                 if writes_account(account) {
                     self.touched.remove(address);
