@@ -1178,3 +1178,29 @@ fn a_simulated_block_has_its_own_forks_precompiles() {
     }]}));
     assert!(resp["result"].is_array(), "{resp}");
 }
+
+/// Withdrawals in a block before Shanghai are refused, as geth's consensus engines refuse to
+/// assemble the block (they were dropped without a word); an empty list is no withdrawal.
+#[test]
+fn withdrawals_before_shanghai_are_refused() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let on = |base: &str, withdrawals: Value| {
+        answer(
+            &sim,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1", "params": [
+                {"blockStateCalls": [{"blockOverrides": {"withdrawals": withdrawals}}]}, base]}),
+        )
+    };
+    let one = json!([{"index": "0x0", "validatorIndex": "0x1",
+        "address": "0xc100000000000000000000000000000000000000", "amount": "0x10"}]);
+    // Block 37 is after the merge and before Shanghai (time 390); block 11 is proof of work.
+    for (base, words) in [
+        ("0x24", "withdrawals set before Shanghai activation"),
+        ("0xa", "ethash does not support withdrawals"),
+    ] {
+        let resp = on(base, one.clone());
+        assert_eq!(resp["error"]["code"], -32000, "{resp}");
+        assert_eq!(resp["error"]["message"], words, "{resp}");
+        assert!(on(base, json!([]))["result"].is_array());
+    }
+}

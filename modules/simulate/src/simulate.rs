@@ -378,6 +378,19 @@ impl Runner<'_> {
                 0
             }
         });
+        if !shanghai
+            && overrides
+                .withdrawals
+                .as_ref()
+                .is_some_and(|w| !w.is_empty())
+        {
+            // geth's consensus engines refuse to assemble such a block.
+            return Err(RpcError::Server(if spec.is_post_merge(number) {
+                "withdrawals set before Shanghai activation".into()
+            } else {
+                "ethash does not support withdrawals".into()
+            }));
+        }
         let withdrawals: Option<Withdrawals> =
             shanghai.then(|| Withdrawals::new(overrides.withdrawals.clone().unwrap_or_default()));
 
