@@ -1204,3 +1204,23 @@ fn withdrawals_before_shanghai_are_refused() {
         assert!(on(base, json!([]))["result"].is_array());
     }
 }
+
+/// geth's call limits, checked before anything runs: 5,000 calls in a block, 10,000 in all.
+#[test]
+fn too_many_calls_are_refused_up_front() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let calls = |n: usize| vec![json!({"to": "0xc100000000000000000000000000000000000000"}); n];
+    let resp = answer(
+        &sim,
+        &request(json!({"blockStateCalls": [{"calls": calls(5_001)}]})),
+    );
+    assert_eq!(resp["error"]["code"], -38026, "{}", resp["error"]);
+    assert_eq!(
+        resp["error"]["message"],
+        "too many calls in block: 5001 > 5000"
+    );
+    let three = vec![json!({"calls": calls(4_000)}); 3];
+    let resp = answer(&sim, &request(json!({"blockStateCalls": three})));
+    assert_eq!(resp["error"]["code"], -38026, "{}", resp["error"]);
+    assert_eq!(resp["error"]["message"], "too many calls: 12000 > 10000");
+}

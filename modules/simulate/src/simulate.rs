@@ -99,6 +99,33 @@ struct SimulatedBlockJson<'a, B: Serialize> {
     calls: &'a [CallResult],
 }
 
+/// Most calls one simulated block may hold, and one request in all (geth's limits).
+pub const MAX_CALLS_PER_BLOCK: usize = 5_000;
+pub const MAX_CALLS: usize = 10_000;
+
+/// Refuses a request with more calls than [`MAX_CALLS_PER_BLOCK`] in a block or [`MAX_CALLS`]
+/// in all, before anything runs (-38026, as geth).
+fn check_call_counts(payload: &SimulatePayload) -> RpcResult<()> {
+    let mut total = 0usize;
+    for block in &payload.block_state_calls {
+        let calls = block.calls.len();
+        if calls > MAX_CALLS_PER_BLOCK {
+            return Err(RpcError::simulate(
+                SimulateCode::ClientLimitExceeded,
+                format!("too many calls in block: {calls} > {MAX_CALLS_PER_BLOCK}"),
+            ));
+        }
+        total += calls;
+        if total > MAX_CALLS {
+            return Err(RpcError::simulate(
+                SimulateCode::ClientLimitExceeded,
+                format!("too many calls: {total} > {MAX_CALLS}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Options of one request.
 pub struct Simulation<'a> {
     pub ctx: &'a ModuleContext,
@@ -131,6 +158,7 @@ impl Simulation<'_> {
                 "too many blocks",
             ));
         }
+        check_call_counts(&payload)?;
         let base_number = ctx
             .chain
             .resolve(&self.block)?
