@@ -1224,3 +1224,27 @@ fn too_many_calls_are_refused_up_front() {
     assert_eq!(resp["error"]["code"], -38026, "{}", resp["error"]);
     assert_eq!(resp["error"]["message"], "too many calls: 12000 > 10000");
 }
+
+/// A difficulty override is the block's difficulty and what DIFFICULTY reads before the merge.
+#[test]
+fn the_difficulty_override_is_the_blocks() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    // DIFFICULTY, returned as a word.
+    let reader = "0x00000000000000000000000000000000000d1ff1";
+    let resp = answer(
+        &sim,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1", "params": [
+            {"blockStateCalls": [{
+                "blockOverrides": {"difficulty": "0x1234"},
+                "stateOverrides": {reader: {"code": "0x4460005260206000f3"}},
+                "calls": [{"to": reader}]
+            }]}, "0x10"]}),
+    );
+    let block = &ok_blocks(&resp)[0];
+    assert_eq!(block["difficulty"], "0x1234", "{block}");
+    assert_eq!(
+        block["calls"][0]["returnData"],
+        format!("0x{:064x}", 0x1234),
+        "{block}"
+    );
+}

@@ -426,12 +426,13 @@ impl Runner<'_> {
             parent_hash,
             ommers_hash: EMPTY_OMMER_ROOT_HASH,
             beneficiary: overrides.fee_recipient.unwrap_or(parent.beneficiary),
-            // Past the merge a block has no difficulty, whatever its parent had (a simulation
-            // from a proof-of-work block across the merge); before it, the parent's.
-            difficulty: if spec.is_post_merge(number) {
-                U256::ZERO
-            } else {
-                parent.difficulty
+            // As overridden; else past the merge a block has no difficulty, whatever its
+            // parent had (a simulation from a proof-of-work block across the merge), and
+            // before it the parent's.
+            difficulty: match overrides.difficulty {
+                Some(difficulty) => difficulty,
+                None if spec.is_post_merge(number) => U256::ZERO,
+                None => parent.difficulty,
             },
             number,
             gas_limit: overrides

@@ -129,6 +129,10 @@ fn calls<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<TransactionRe
 pub struct BlockOverrides {
     #[serde(default)]
     pub number: Option<U64>,
+    /// The block's difficulty (what DIFFICULTY reads before the merge); a block given one is
+    /// a proof-of-work block and pays its miner, as geth's engine makes it.
+    #[serde(default)]
+    pub difficulty: Option<U256>,
     #[serde(default)]
     pub time: Option<U64>,
     #[serde(default)]
