@@ -420,6 +420,11 @@ impl EngineApi {
         if n == 0 || self.store.spec().is_post_merge(n + 1) {
             return Ok(false);
         }
+        self.is_pow(n)
+    }
+
+    /// Whether canonical block `n` was mined by proof of work (has a difficulty).
+    fn is_pow(&self, n: u64) -> Result<bool, ErrorObjectOwned> {
         let header = self.store.header_raw(n).map_err(internal)?;
         Ok(header.is_some_and(|h| !h.difficulty.is_zero()))
     }
@@ -427,15 +432,10 @@ impl EngineApi {
     /// What an INVALID answer names as the latest valid block: `hash`, or zeros when that is
     /// a proof-of-work block (the spec's rule: a PoW chain is no valid ancestor to point at).
     fn latest_valid(&self, hash: B256) -> Result<B256, ErrorObjectOwned> {
-        let Some(n) = self.store.number_of(&hash).map_err(internal)? else {
-            return Ok(hash);
-        };
-        let header = self.store.header_raw(n).map_err(internal)?;
-        Ok(if header.is_some_and(|h| !h.difficulty.is_zero()) {
-            B256::ZERO
-        } else {
-            hash
-        })
+        match self.store.number_of(&hash).map_err(internal)? {
+            Some(n) if self.is_pow(n)? => Ok(B256::ZERO),
+            _ => Ok(hash),
+        }
     }
 
     /// Refuses a reorg whose common ancestor is `ancestor` if it would unwind below the
