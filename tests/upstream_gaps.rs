@@ -809,6 +809,17 @@ fn log_filters_need_as_many_topics_as_positions_given() {
         let logs = node.result("eth_getFilterLogs", json!([id]));
         assert_eq!(logs.as_array().unwrap().len(), with_at_least(positions));
     }
+    // geth's limits: four topic positions and 1,000 addresses, -32000 past them.
+    let too_many = [
+        json!({"topics": [null, null, null, null, null]}),
+        json!({"address": vec!["0x0000000000000000000000000000000000000001"; 1001]}),
+    ];
+    for filter in too_many {
+        for method in ["eth_getLogs", "eth_newFilter"] {
+            let r = node.call(method, json!([filter]));
+            assert_eq!(r["error"]["code"], -32000, "{method}: {r}");
+        }
+    }
 }
 
 /// eth_call and its kin take `movePrecompileToAddress` as geth does (eth_simulateV1 did

@@ -260,8 +260,7 @@ impl EthFilters {
 
 impl EthFilterApiServer for EthFilters {
     fn new_filter(&self, ext: &Extensions, criteria: Value) -> JsonRpcResult<String> {
-        let filter = LogFilter::from_value(&criteria)
-            .map_err(|e| RpcError::invalid_params(format!("invalid argument 0: {e}")))?;
+        let filter = LogFilter::parse(&criteria, 0)?;
         check_range(&filter.filter)?;
         let watch = Watch::Logs {
             criteria,

@@ -19,9 +19,28 @@ pub struct LogFilter {
     topic_positions: usize,
 }
 
+/// Most addresses and topic positions a filter may name (geth's limits).
+const MAX_ADDRESSES: usize = 1_000;
+const MAX_TOPICS: usize = 4;
+
 impl LogFilter {
+    /// Parses filter criteria given as argument `arg`: geth's -32000 for more than
+    /// [`MAX_ADDRESSES`] addresses or [`MAX_TOPICS`] topic positions, -32602 naming the
+    /// argument for criteria that do not parse.
+    pub fn parse(criteria: &Value, arg: usize) -> RpcResult<Self> {
+        let count = |field: &str| criteria.get(field).and_then(Value::as_array).map(Vec::len);
+        if count("topics").is_some_and(|n| n > MAX_TOPICS) {
+            return Err(RpcError::Server("exceed max topics".into()));
+        }
+        if count("address").is_some_and(|n| n > MAX_ADDRESSES) {
+            return Err(RpcError::Server("exceed max addresses".into()));
+        }
+        Self::from_value(criteria)
+            .map_err(|e| RpcError::invalid_params(format!("invalid argument {arg}: {e}")))
+    }
+
     /// Parses filter criteria; `Err` is serde's message.
-    pub fn from_value(criteria: &Value) -> Result<Self, serde_json::Error> {
+    fn from_value(criteria: &Value) -> Result<Self, serde_json::Error> {
         let filter: Filter = serde_json::from_value(criteria.clone())?;
         let topic_positions = criteria
             .get("topics")
@@ -72,8 +91,7 @@ pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
             ));
         }
     }
-    let filter = LogFilter::from_value(raw)
-        .map_err(|e| RpcError::invalid_params(format!("invalid argument 0: {e}")))?;
+    let filter = LogFilter::parse(raw, 0)?;
     let head = ctx.chain.head().latest;
     let (from, to) = match filter.filter.block_option {
         FilterBlockOption::AtBlockHash(hash) => {

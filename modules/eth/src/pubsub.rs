@@ -73,8 +73,7 @@ fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
                     ));
                 }
             }
-            let filter = LogFilter::from_value(&params)
-                .map_err(|e| RpcError::invalid_params(format!("invalid argument 1: {e}")))?;
+            let filter = LogFilter::parse(&params, 1)?;
             Ok(Kind::Logs(Box::new(filter)))
         }
         "newPendingTransactions" => match params {
