@@ -138,6 +138,17 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         tx_sync_timeout: Duration::from_millis(args.rpc.tx_sync_timeout_ms),
         tx_sync_max_timeout: Duration::from_millis(args.rpc.tx_sync_max_timeout_ms),
         allow_unprotected_txs: args.rpc.allow_unprotected_txs || args.dev,
+        // A dev node takes what anvil takes: no fee cap, no least tip, unless asked.
+        tx_fee_cap: match args.rpc.tx_fee_cap_ether {
+            Some(ether) => RpcLimits::tx_fee_cap_from_ether(ether).map_err(anyhow::Error::msg)?,
+            None if args.dev => 0,
+            None => RpcLimits::default().tx_fee_cap,
+        },
+        min_tip: args.rpc.min_tip.unwrap_or(if args.dev {
+            0
+        } else {
+            RpcLimits::default().min_tip
+        }),
     };
     let dev_chain = args.dev.then(|| {
         let mode = match args.dev_block_time {

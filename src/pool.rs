@@ -136,8 +136,17 @@ impl Pool {
                 } else {
                     PRICE_BUMP_PERCENT
                 };
-                let short = |new: u128, old: u128| new < old.saturating_mul(100 + bump) / 100;
-                let tip = |tx: &TxEnvelope| tx.max_priority_fee_per_gas().unwrap_or_default();
+                // geth's legacy pool also wants each fee strictly above the old one (a 10%
+                // bump of a tiny fee rounds to nothing); its blob pool the doubling alone.
+                let strict = !old.is_eip4844();
+                let short = |new: u128, old: u128| {
+                    (strict && new <= old) || new < old.saturating_mul(100 + bump) / 100
+                };
+                // A legacy transaction tips its whole gas price.
+                let tip = |tx: &TxEnvelope| {
+                    tx.max_priority_fee_per_gas()
+                        .unwrap_or(tx.max_fee_per_gas())
+                };
                 let blob_fee_short = match (tx.max_fee_per_blob_gas(), old.max_fee_per_blob_gas()) {
                     (Some(new), Some(old)) => short(new, old),
                     _ => false,
@@ -377,6 +386,16 @@ impl TxPool for Pool {
         next
     }
 
+    fn sender_transactions(&self, sender: &Address) -> Vec<TxEnvelope> {
+        let inner = self.lock();
+        inner.by_sender.get(sender).map_or_else(Vec::new, |nonces| {
+            nonces
+                .values()
+                .map(|hash| inner.by_hash[hash].inner().clone())
+                .collect()
+        })
+    }
+
     fn pending_nonce(&self, sender: &Address) -> Option<u64> {
         let inner = self.lock();
         let nonces = inner.by_sender.get(sender)?;
@@ -424,9 +443,25 @@ mod tests {
             "replacement without a bump"
         );
         assert!(pool.insert(tx(a, 6, 20)).is_ok(), "replacement with a bump");
-        assert_eq!(pool.len(), 3);
+        // A 10% bump of 9 wei rounds to 9: the fee must still rise, as in geth.
+        pool.insert(tx(a, 9, 9)).unwrap();
+        let mut same_price = tx(a, 9, 9);
+        if let TxEnvelope::Legacy(signed) = same_price.inner() {
+            let mut other = signed.tx().clone();
+            other.value = alloy::primitives::U256::from(1);
+            same_price = Recovered::new_unchecked(
+                TxEnvelope::Legacy(other.into_signed(Signature::test_signature())),
+                a,
+            );
+        }
+        assert!(
+            pool.insert(same_price).is_err(),
+            "same price, other transaction"
+        );
+        assert!(pool.insert(tx(a, 9, 10)).is_ok());
+        assert_eq!(pool.len(), 4);
         pool.on_block(&[], |_| Some(6));
-        assert_eq!(pool.len(), 2, "nonce 5 is stale once the account is at 6");
+        assert_eq!(pool.len(), 3, "nonce 5 is stale once the account is at 6");
     }
 
     /// A blob transaction is replaced only by one paying twice as much in its fee cap, tip and

@@ -1929,3 +1929,94 @@ fn trace_call_many_defaults_to_the_pending_block() {
     let traced = node.result("trace_call", json!([call, ["trace"]]));
     assert_eq!(quantity(&traced["output"]), head, "{traced}");
 }
+
+/// The pool's rules from geth that a dev node leaves off unless asked (anvil has none of
+/// them): a least tip, the RPC fee cap; and those it always keeps: a sender's pooled
+/// transactions must be payable together, EIP-7623's calldata floor, the last nonce.
+#[test]
+fn the_pool_keeps_geths_rules() {
+    let node = Node::start(
+        TempDir::new("dev-pool-rules"),
+        Path::new("dev"),
+        &["--dev", "--rpc.txfeecap", "1", "--txpool.pricelimit", "1"],
+    );
+    assert_eq!(node.result("evm_setAutomine", json!([false])), Value::Null);
+    // 0.01 ether.
+    node.result("anvil_setBalance", json!([ADDR0, "0x2386f26fc10000"]));
+    let nonce = quantity(&node.result("eth_getTransactionCount", json!([ADDR0, "latest"])));
+    let tx = |nonce: u64, value: u128, fee_cap: u128, tip: u128, gas: u64, input: Vec<u8>| {
+        sign_with_dev_key(alloy::consensus::TxEip1559 {
+            chain_id: 1337,
+            nonce,
+            gas_limit: gas,
+            max_fee_per_gas: fee_cap,
+            max_priority_fee_per_gas: tip,
+            to: alloy::primitives::TxKind::Call(address!(
+                "00000000000000000000000000000000000f00d5"
+            )),
+            value: alloy::primitives::U256::from(value),
+            input: input.into(),
+            ..Default::default()
+        })
+    };
+    let gwei = 1_000_000_000u128;
+    let refused = |raw: String, words: &str| {
+        let r = node.call("eth_sendRawTransaction", json!([raw]));
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with(words), "{words}: {r}");
+        r["error"]["code"].clone()
+    };
+    let code = refused(
+        tx(nonce, 1, 10 * gwei, 0, 21_000, vec![]),
+        "transaction gas price below minimum: gas tip cap 0, minimum needed 1",
+    );
+    assert_eq!(code, 802, "the spec's gas price below configured minimum");
+    refused(
+        tx(nonce, 1, 100_000 * gwei, gwei, 21_000, vec![]),
+        "tx fee (2.10 ether) exceeds the configured cap (1.00 ether)",
+    );
+    refused(
+        tx(nonce, 1, 10 * gwei, gwei, 24_000, vec![0xff; 100]),
+        "insufficient gas for floor data gas cost: gas 24000, minimum needed 25000",
+    );
+    refused(
+        tx(u64::MAX, 1, 10 * gwei, gwei, 21_000, vec![]),
+        "nonce has max value",
+    );
+    // Two transfers of 0.006 ether: each fits the balance, both do not.
+    let first = tx(
+        nonce,
+        6_000_000_000_000_000,
+        10 * gwei,
+        gwei,
+        21_000,
+        vec![],
+    );
+    assert!(node.call("eth_sendRawTransaction", json!([first]))["result"].is_string());
+    let code = refused(
+        tx(nonce + 1, 6_000_000_000_000_000, 10 * gwei, gwei, 21_000, vec![]),
+        "insufficient funds for gas * price + value: balance 10000000000000000, queued cost 6210000000000000, tx cost 6210000000000000, overshot 2420000000000000",
+    );
+    assert_eq!(code, 809);
+    // A replacement counts for what it adds.
+    refused(
+        tx(
+            nonce,
+            10_000_000_000_000_000,
+            20 * gwei,
+            2 * gwei,
+            21_000,
+            vec![],
+        ),
+        "insufficient funds for gas * price + value",
+    );
+    let cheaper = tx(
+        nonce,
+        1_000_000_000_000_000,
+        20 * gwei,
+        2 * gwei,
+        21_000,
+        vec![],
+    );
+    assert!(node.call("eth_sendRawTransaction", json!([cheaper]))["result"].is_string());
+}

@@ -99,6 +99,13 @@ pub struct RpcArgs {
     /// eth_sendRawTransaction; refused by default (geth's flag), always taken with --dev.
     #[arg(long = "rpc.allow-unprotected-txs")]
     pub allow_unprotected_txs: bool,
+    /// Most a transaction sent over RPC may pay for its gas at its fee cap, in ether (geth's
+    /// flag); 0: no cap. Default 1, none with --dev.
+    #[arg(long = "rpc.txfeecap")]
+    pub tx_fee_cap_ether: Option<f64>,
+    /// Least tip per gas (wei) the pool takes (geth's flag). Default 1, 0 with --dev.
+    #[arg(long = "txpool.pricelimit")]
+    pub min_tip: Option<u128>,
 
     /// Largest HTTP request body, and largest WebSocket message, in bytes.
     #[arg(long = "rpc.max-request-size", default_value_t = 5 * MIB)]
@@ -183,6 +190,8 @@ impl Default for RpcArgs {
             tx_sync_timeout_ms: 20_000,
             tx_sync_max_timeout_ms: 60_000,
             allow_unprotected_txs: false,
+            tx_fee_cap_ether: None,
+            min_tip: None,
             max_request_size: 5 * MIB,
             max_response_size: 50 * MIB,
             max_batch_size: 100,

@@ -34,6 +34,11 @@ pub struct RpcLimits {
     /// (before EIP-155, replayable on every chain). geth refuses them unless told otherwise;
     /// a dev node takes them, as anvil does (deterministic deployment proxies need them).
     pub allow_unprotected_txs: bool,
+    /// Most a transaction sent over RPC may pay for its gas at its fee cap, in wei (geth's
+    /// `--rpc.txfeecap`); 0: no cap.
+    pub tx_fee_cap: u128,
+    /// Least tip per gas the pool takes (geth's `--txpool.pricelimit`).
+    pub min_tip: u128,
 }
 
 impl RpcLimits {
@@ -46,6 +51,16 @@ impl RpcLimits {
         } else {
             flag
         }
+    }
+
+    /// The cap `--rpc.txfeecap ETHER` stands for, in wei (0: none).
+    pub fn tx_fee_cap_from_ether(ether: f64) -> Result<u128, String> {
+        if !ether.is_finite() || ether < 0.0 {
+            return Err(format!(
+                "--rpc.txfeecap {ether}: want a number of ether, 0 or more"
+            ));
+        }
+        Ok((ether * 1e18) as u128)
     }
 
     /// The wait of an eth_sendRawTransactionSync request that asks for `requested_ms`: geth's
@@ -73,6 +88,8 @@ impl Default for RpcLimits {
             tx_sync_timeout: Duration::from_secs(20),
             tx_sync_max_timeout: Duration::from_secs(60),
             allow_unprotected_txs: false,
+            tx_fee_cap: 1_000_000_000_000_000_000,
+            min_tip: 1,
         }
     }
 }

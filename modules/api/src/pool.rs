@@ -41,6 +41,11 @@ pub trait TxPool: Send + Sync {
     /// The next nonce of `sender` counting its pending transactions, if it has any.
     fn pending_nonce(&self, sender: &Address) -> Option<u64>;
 
+    /// Every transaction of `sender` the pool holds, in nonce order.
+    fn sender_transactions(&self, _sender: &Address) -> Vec<TxEnvelope> {
+        Vec::new()
+    }
+
     /// Transactions entering the pool from now on (see [`crate::events`]). Pools that do not
     /// announce them have none: the receiver reports the channel closed.
     fn pool_events(&self) -> tokio::sync::broadcast::Receiver<crate::PoolEvent> {

@@ -20,6 +20,7 @@ pub fn submit_error(err: RpcError) -> jsonrpsee::types::ErrorObjectOwned {
             ("nonce too low", 1),
             ("nonce too high", 2),
             ("intrinsic gas too low", 800),
+            ("transaction gas price below minimum", 802),
             ("exceeds block gas limit", 803),
             ("max priority fee per gas higher than max fee per gas", 804),
             ("insufficient funds for gas * price + value", 809),
@@ -32,6 +33,33 @@ pub fn submit_error(err: RpcError) -> jsonrpsee::types::ErrorObjectOwned {
         }
     }
     err.into()
+}
+
+/// geth's `--rpc.txfeecap`: a transaction whose gas at its fee cap costs more than `cap` wei
+/// (0: no cap) is refused before the pool sees it, a guard against a mistyped fee.
+fn check_fee_cap(tx: &TxEnvelope, cap: u128) -> RpcResult<()> {
+    if cap == 0 {
+        return Ok(());
+    }
+    let fee = U256::from(tx.gas_limit()) * U256::from(tx.max_fee_per_gas());
+    if fee > U256::from(cap) {
+        let ether = |wei: U256| f64::from(wei) / 1e18;
+        return Err(RpcError::Server(format!(
+            "tx fee ({:.2} ether) exceeds the configured cap ({:.2} ether)",
+            ether(fee),
+            ether(U256::from(cap))
+        )));
+    }
+    Ok(())
+}
+
+/// The most `tx` can spend: gas at its fee cap, blob gas at its blob fee cap, and its value.
+fn tx_cost(tx: &TxEnvelope) -> U256 {
+    let mut cost = U256::from(tx.gas_limit()) * U256::from(tx.max_fee_per_gas()) + tx.value();
+    if let Some(blob_gas) = tx.blob_gas_used() {
+        cost += U256::from(blob_gas) * U256::from(tx.max_fee_per_blob_gas().unwrap_or(0));
+    }
+    cost
 }
 
 /// geth's limit on a transaction's encoded size (blob transactions: without blobs).
@@ -68,13 +96,16 @@ pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> 
         TX_MAX_SIZE
     };
     if raw.len() > limit {
-        return Err(RpcError::Server("oversized data".into()));
+        return Err(RpcError::Server(format!(
+            "oversized data: transaction size {}, limit {limit}",
+            raw.len()
+        )));
     }
     let (tx, sidecar) = split_sidecar(tx)?;
     match tx.chain_id() {
         Some(chain_id) if chain_id != ctx.spec.chain_id => {
             return Err(RpcError::Server(format!(
-                "invalid chain id for signer: have {chain_id} want {}",
+                "invalid sender: invalid chain id for signer: have {chain_id} want {}",
                 ctx.spec.chain_id
             )));
         }
@@ -123,6 +154,7 @@ fn check(
     sender: Address,
     sidecar: Option<BlobTransactionSidecarVariant>,
 ) -> RpcResult<Option<BlobTransactionSidecarVariant>> {
+    check_fee_cap(tx, ctx.limits.tx_fee_cap)?;
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
             return Err(RpcError::Server(
@@ -147,6 +179,24 @@ fn check(
             tx.gas_limit()
         )));
     }
+    if let Some(floor) = floor_data_gas(tx, spec_id).filter(|floor| tx.gas_limit() < *floor) {
+        return Err(RpcError::Server(format!(
+            "insufficient gas for floor data gas cost: gas {}, minimum needed {floor}",
+            tx.gas_limit()
+        )));
+    }
+    if tx.nonce() == u64::MAX {
+        return Err(RpcError::Server("nonce has max value".into()));
+    }
+    let tip = tx
+        .max_priority_fee_per_gas()
+        .unwrap_or(tx.max_fee_per_gas());
+    if tip < ctx.limits.min_tip {
+        return Err(RpcError::Server(format!(
+            "transaction gas price below minimum: gas tip cap {tip}, minimum needed {}",
+            ctx.limits.min_tip
+        )));
+    }
     let state = ctx.chain.state_at(head)?;
     let account = state.basic_ref(sender)?.unwrap_or_default();
     if tx.nonce() < account.nonce {
@@ -167,16 +217,37 @@ fn check(
             )));
         }
     }
-    let mut cost = U256::from(tx.gas_limit()) * U256::from(tx.max_fee_per_gas()) + tx.value();
-    if let Some(blob_gas) = tx.blob_gas_used() {
-        cost += U256::from(blob_gas) * U256::from(tx.max_fee_per_blob_gas().unwrap_or(0));
-    }
+    let cost = tx_cost(tx);
     if account.balance < cost {
         return Err(RpcError::Server(format!(
             "insufficient funds for gas * price + value: balance {}, tx cost {cost}, overshot {}",
             account.balance,
             cost - account.balance
         )));
+    }
+    // What the sender's other pooled transactions may spend counts too, as in geth's pool
+    // (a replacement counts for what it adds to the one it replaces).
+    let pooled = ctx.pool.sender_transactions(&sender);
+    if !pooled.is_empty() {
+        let queued: U256 = pooled.iter().map(|t| tx_cost(t)).sum();
+        let nonce = tx.nonce();
+        let replaced = pooled
+            .iter()
+            .find(|t| alloy::consensus::Transaction::nonce(*t) == nonce);
+        let (need, detail) = match replaced {
+            Some(old) => {
+                let bump = cost.saturating_sub(tx_cost(old));
+                (queued + bump, format!("tx bumped {bump}"))
+            }
+            None => (queued + cost, format!("tx cost {cost}")),
+        };
+        if account.balance < need {
+            return Err(RpcError::Server(format!(
+                "insufficient funds for gas * price + value: balance {}, queued cost {queued}, {detail}, overshot {}",
+                account.balance,
+                need - account.balance
+            )));
+        }
     }
     // Last, being the costly check (milliseconds per blob).
     let hashes = tx.blob_versioned_hashes().unwrap_or_default();
@@ -371,12 +442,19 @@ fn intrinsic_gas(tx: &TxEnvelope, spec: revm::primitives::hardfork::SpecId) -> u
     if let Some(auths) = tx.authorization_list() {
         gas += auths.len() as u64 * 25_000;
     }
-    if spec >= SpecId::PRAGUE {
-        // EIP-7623 floor: 10 per token, tokens = zeros + 4 * nonzeros.
-        let floor = 21_000 + (zeros + 4 * nonzeros) * 10;
-        gas = gas.max(floor);
-    }
     gas
+}
+
+/// EIP-7623's floor on the gas of a transaction with calldata (from Prague): 10 per token,
+/// tokens = zero bytes + 4 * non-zero bytes.
+fn floor_data_gas(tx: &TxEnvelope, spec: revm::primitives::hardfork::SpecId) -> Option<u64> {
+    if spec < revm::primitives::hardfork::SpecId::PRAGUE {
+        return None;
+    }
+    let input = tx.input();
+    let zeros = input.iter().filter(|b| **b == 0).count() as u64;
+    let nonzeros = input.len() as u64 - zeros;
+    Some(21_000 + (zeros + 4 * nonzeros) * 10)
 }
 
 #[cfg(test)]
