@@ -229,7 +229,7 @@ fn check(
     // (a replacement counts for what it adds to the one it replaces).
     let pooled = ctx.pool.sender_transactions(&sender);
     if !pooled.is_empty() {
-        let queued: U256 = pooled.iter().map(|t| tx_cost(t)).sum();
+        let queued: U256 = pooled.iter().map(tx_cost).sum();
         let nonce = tx.nonce();
         let replaced = pooled
             .iter()
