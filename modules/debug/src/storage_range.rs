@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use alloy::primitives::{keccak256, Address, B256, U256};
-use revm::{database::AccountState, DatabaseRef};
+use revm::database::AccountState;
 use serde::Serialize;
 use simnode_api::{replay, ModuleContext, RpcError, RpcResult, StoredBlock};
 
@@ -64,9 +64,7 @@ pub(crate) fn storage_range_at(
         )));
     }
     let db = replay::state_before_tx(ctx, block, tx_index, budget.deadline, || budget.timed_out())?;
-    if db.basic_ref(address)?.is_none() {
-        return Err(RpcError::Server(format!("account {address} doesn't exist")));
-    }
+    // An account that does not exist has no storage: geth answers the empty page for it.
     // The parent's stored slots, under what the block's earlier transactions changed.
     let changed = db.cache.accounts.get(&address);
     let cleared = changed.is_some_and(|account| {
