@@ -493,14 +493,15 @@ fn omit_empty(logs: &mut [StructLog]) {
 
 /// The inspector of the tracer `opts` names, its recording bounded by `max_bytes`.
 fn tracer(opts: &GethDebugTracingOptions, max_bytes: usize) -> RpcResult<DebugInspector> {
-    let mut inspector = DebugInspector::new(opts.clone()).map_err(|err| {
-        let name = opts
-            .tracer
-            .as_ref()
-            .map(|t| format!("{t:?}"))
-            .unwrap_or_default();
-        RpcError::Server(format!("tracer {name}: {err}"))
-    })?;
+    let mut inspector =
+        DebugInspector::new(mux_configs_as_geth_reads_them(opts)).map_err(|err| {
+            let name = opts
+                .tracer
+                .as_ref()
+                .map(|t| format!("{t:?}"))
+                .unwrap_or_default();
+            RpcError::Server(format!("tracer {name}: {err}"))
+        })?;
     let tracing = match &mut inspector {
         DebugInspector::CallTracer(t, _)
         | DebugInspector::PreStateTracer(t, _)
@@ -519,6 +520,31 @@ fn tracer(opts: &GethDebugTracingOptions, max_bytes: usize) -> RpcResult<DebugIn
             .set_behavior(TraceLimitBehavior::Halt),
     );
     Ok(inspector)
+}
+
+/// `opts` with a muxTracer's sub-configs as revm-inspectors takes them: geth hands each
+/// sub-tracer its config and the ones without options ignore it, and a `null` config is no
+/// config; revm-inspectors wants none for those and one for the others.
+fn mux_configs_as_geth_reads_them(opts: &GethDebugTracingOptions) -> GethDebugTracingOptions {
+    use alloy::rpc::types::trace::geth::{GethDebugBuiltInTracerType as T, GethDebugTracerType};
+    let mut opts = opts.clone();
+    if opts.tracer != Some(GethDebugTracerType::BuiltInTracer(T::MuxTracer)) {
+        return opts;
+    }
+    if let Some(configs) = opts.tracer_config.0.as_object_mut() {
+        for (name, config) in configs.iter_mut() {
+            let takes_options = matches!(
+                name.as_str(),
+                "callTracer" | "prestateTracer" | "flatCallTracer" | "erc7562Tracer"
+            );
+            if takes_options && config.is_null() {
+                *config = serde_json::Value::Object(Default::default());
+            } else if !takes_options && config.as_object().is_some_and(|o| o.is_empty()) {
+                *config = serde_json::Value::Null;
+            }
+        }
+    }
+    opts
 }
 
 /// Whether the guard counts steps (struct logs are kept per opcode) and call frames.

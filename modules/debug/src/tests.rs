@@ -409,6 +409,19 @@ async fn geths_tracers() {
 
     assert_eq!(trace(json!({"tracer": "4byteTracer"})).await, json!({}));
     assert_eq!(trace(json!({"tracer": "noopTracer"})).await, json!({}));
+    // A muxTracer takes its sub-tracers' configs as geth does: `{}` for one without options,
+    // `null` for one with them.
+    let mux = trace(json!({"tracer": "muxTracer", "tracerConfig": {
+        "4byteTracer": {}, "noopTracer": null, "callTracer": null, "prestateTracer": {}
+    }}))
+    .await;
+    assert_eq!(mux["4byteTracer"], json!({}), "{mux}");
+    assert_eq!(mux["noopTracer"], json!({}), "{mux}");
+    assert_eq!(mux["callTracer"]["type"], "CALL", "{mux}");
+    assert_eq!(
+        mux["prestateTracer"][&contract]["code"],
+        json!(Bytes::from_static(CODE))
+    );
 
     let resp = call(
         ctx,
