@@ -561,6 +561,20 @@ fn trace_call_at_a_transactions_position_traces_like_the_transaction() {
         r["error"]["code"], -32000,
         "a position past the block's transactions: {r}"
     );
+    let block1 = node.result("eth_getBlockByNumber", json!(["0x1", false]));
+    assert_eq!(
+        r["error"]["message"],
+        format!(
+            "transaction index 5 out of range for block {}",
+            block1["hash"].as_str().unwrap()
+        ),
+        "geth's words"
+    );
+    let r = node.call(
+        "debug_traceCall",
+        json!([{"from": from, "to": echo}, "0x0", {"txIndex": "0x0"}]),
+    );
+    assert_eq!(r["error"]["message"], "no transaction in genesis", "{r}");
 }
 
 /// geth's callTracer numbers each log (`index`) by its place among the block's logs, as the

@@ -195,9 +195,14 @@ pub(crate) fn trace_call(
         Some(index) => {
             let block = ctx.chain.block(number)?.ok_or(RpcError::HeaderNotFound)?;
             let index = usize::try_from(index).unwrap_or(usize::MAX);
-            if number == 0 || index >= block.body.transactions.len() {
+            // geth's words (`stateAtTransaction`).
+            if number == 0 {
+                return Err(RpcError::Server("no transaction in genesis".into()));
+            }
+            if index >= block.body.transactions.len() {
                 return Err(RpcError::Server(format!(
-                    "tx index {index} out of range for block {number:#x}"
+                    "transaction index {index} out of range for block {}",
+                    block.hash()
                 )));
             }
             Box::new(replay::state_before_tx(
