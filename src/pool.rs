@@ -14,7 +14,7 @@ use std::{
 use alloy::{
     consensus::{transaction::Recovered, Transaction, TxEnvelope},
     eips::eip7594::BlobTransactionSidecarVariant,
-    primitives::{Address, B256},
+    primitives::{Address, B256, U256},
 };
 use simnode_api::{events::EventSender, PoolEvent, RpcError, RpcResult, TxPool};
 use tokio::sync::Notify;
@@ -291,24 +291,37 @@ impl Pool {
         }
     }
 
-    /// Drops transactions a new block made obsolete: those it included and, per sender, those
-    /// whose nonce is now below the account's nonce.
-    pub fn on_block(&self, included: &[B256], nonce_of: impl Fn(&Address) -> Option<u64>) {
+    /// Drops transactions a new block made obsolete: those it included and, per sender (whose
+    /// nonce and balance `account_of` gives after the block), those whose nonce is now below
+    /// the account's and those the balance no longer covers, as geth's pool drops them (the
+    /// sender's later ones then wait behind the gap).
+    pub fn on_block(
+        &self,
+        included: &[B256],
+        account_of: impl Fn(&Address) -> Option<(u64, U256)>,
+    ) {
         let mut inner = self.lock();
         for hash in included {
             inner.remove(hash);
         }
         let senders: Vec<Address> = inner.by_sender.keys().copied().collect();
         for sender in senders {
-            let Some(nonce) = nonce_of(&sender) else {
+            let Some((nonce, balance)) = account_of(&sender) else {
                 continue;
             };
-            let stale: Vec<B256> = inner
+            let dropped: Vec<B256> = inner
                 .by_sender
                 .get(&sender)
-                .map(|m| m.range(..nonce).map(|(_, h)| *h).collect())
+                .map(|m| {
+                    m.iter()
+                        .filter(|(n, h)| {
+                            **n < nonce || simnode_api::pool::max_cost(&inner.by_hash[*h]) > balance
+                        })
+                        .map(|(_, h)| *h)
+                        .collect()
+                })
                 .unwrap_or_default();
-            for hash in stale {
+            for hash in dropped {
                 inner.remove(&hash);
             }
         }
@@ -448,7 +461,7 @@ mod tests {
         let mut same_price = tx(a, 9, 9);
         if let TxEnvelope::Legacy(signed) = same_price.inner() {
             let mut other = signed.tx().clone();
-            other.value = alloy::primitives::U256::from(1);
+            other.value = U256::from(1);
             same_price = Recovered::new_unchecked(
                 TxEnvelope::Legacy(other.into_signed(Signature::test_signature())),
                 a,
@@ -460,7 +473,7 @@ mod tests {
         );
         assert!(pool.insert(tx(a, 9, 10)).is_ok());
         assert_eq!(pool.len(), 4);
-        pool.on_block(&[], |_| Some(6));
+        pool.on_block(&[], |_| Some((6, U256::MAX)));
         assert_eq!(pool.len(), 3, "nonce 5 is stale once the account is at 6");
     }
 
@@ -510,6 +523,21 @@ mod tests {
         blob_from_b = Recovered::new_unchecked(blob_from_b.into_inner(), b);
         let refused = pool.insert(blob_from_b).unwrap_err().to_string();
         assert!(refused.contains("address already reserved"), "{refused}");
+    }
+
+    /// After a block, a transaction its sender can no longer pay is dropped, as geth drops
+    /// it; the sender's later ones wait behind the gap it leaves.
+    #[test]
+    fn a_block_drops_what_the_sender_can_no_longer_pay() {
+        let pool = Pool::default();
+        let a = Address::repeat_byte(1);
+        // Each costs 21,000 gas at its price (no value).
+        pool.insert(tx(a, 0, 10)).unwrap();
+        pool.insert(tx(a, 1, 1_000)).unwrap();
+        pool.insert(tx(a, 2, 10)).unwrap();
+        pool.on_block(&[], |_| Some((0, U256::from(21_000 * 100))));
+        assert_eq!(pool.len(), 2, "nonce 1 costs 21,000,000 wei");
+        assert_eq!(pool.next_nonce(&a, 0), 1, "nonce 2 waits behind the gap");
     }
 
     #[test]

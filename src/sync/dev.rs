@@ -435,7 +435,11 @@ impl DevChain {
             .collect();
         let state = store.state_after(block.header.number)?;
         pool.on_block(&included, |a| {
-            state.account(a).ok().flatten().map(|acc| acc.nonce)
+            state
+                .account(a)
+                .ok()
+                .flatten()
+                .map(|acc| (acc.nonce, acc.balance))
         });
         crate::rpc::metrics::set_head_block(block.header.number);
         tracing::info!(target: "simnode::dev", number = block.header.number, txs = block.body.transactions.len(), gas = block.header.gas_used, "mined block");

@@ -254,13 +254,7 @@ impl EngineApi {
                 crate::rpc::metrics::record_storage_tries(self.store.storage_tries_kept(&hash));
                 // It may have been kept as a side block before (e.g. unwound by a rewind).
                 self.store.remove_side_block(&hash).map_err(internal)?;
-                let state = self
-                    .store
-                    .state_after(self.store.head().latest)
-                    .map_err(internal)?;
-                self.pool.on_block(&tx_hashes, |a| {
-                    state.account(a).ok().flatten().map(|acc| acc.nonce)
-                });
+                self.after_import(&tx_hashes)?;
                 crate::rpc::metrics::set_head_block(self.store.head().latest);
                 Ok(PayloadStatus::new(PayloadStatusEnum::Valid, Some(hash)))
             }
@@ -563,7 +557,11 @@ impl EngineApi {
             .state_after(self.store.head().latest)
             .map_err(internal)?;
         self.pool.on_block(tx_hashes, |a| {
-            state.account(a).ok().flatten().map(|acc| acc.nonce)
+            state
+                .account(a)
+                .ok()
+                .flatten()
+                .map(|acc| (acc.nonce, acc.balance))
         });
         Ok(())
     }

@@ -6,10 +6,21 @@ use alloy::{
         eip4844::{c_kzg, env_settings::KzgSettings},
         eip7594::BlobTransactionSidecarVariant,
     },
-    primitives::{Address, B256},
+    primitives::{Address, B256, U256},
 };
 
 use crate::RpcResult;
+
+/// The most `tx` can spend: its gas at its fee cap, its blob gas at its blob fee cap, and its
+/// value (geth's `tx.Cost()`), which its sender's balance must cover in the pool.
+pub fn max_cost(tx: &TxEnvelope) -> U256 {
+    use alloy::consensus::Transaction;
+    let mut cost = U256::from(tx.gas_limit()) * U256::from(tx.max_fee_per_gas()) + tx.value();
+    if let Some(blob_gas) = tx.blob_gas_used() {
+        cost += U256::from(blob_gas) * U256::from(tx.max_fee_per_blob_gas().unwrap_or(0));
+    }
+    cost
+}
 
 /// The mainnet KZG trusted setup the node verifies blob sidecars' proofs and computes cell
 /// proofs with, loaded on first use (about two seconds of one core). Without c-kzg's

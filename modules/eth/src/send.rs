@@ -10,7 +10,10 @@ use alloy::{
     primitives::{Address, B256, U256},
 };
 use revm::DatabaseRef;
-use simnode_api::{pool::kzg_settings, ModuleContext, RpcError, RpcResult};
+use simnode_api::{
+    pool::{kzg_settings, max_cost},
+    ModuleContext, RpcError, RpcResult,
+};
 
 /// The execution-apis error code (`_spec/src/error-groups`, referenced by `eth/submit.yaml`)
 /// of a pool rejection, as geth answers eth_sendRawTransaction; other errors keep theirs.
@@ -51,15 +54,6 @@ fn check_fee_cap(tx: &TxEnvelope, cap: u128) -> RpcResult<()> {
         )));
     }
     Ok(())
-}
-
-/// The most `tx` can spend: gas at its fee cap, blob gas at its blob fee cap, and its value.
-fn tx_cost(tx: &TxEnvelope) -> U256 {
-    let mut cost = U256::from(tx.gas_limit()) * U256::from(tx.max_fee_per_gas()) + tx.value();
-    if let Some(blob_gas) = tx.blob_gas_used() {
-        cost += U256::from(blob_gas) * U256::from(tx.max_fee_per_blob_gas().unwrap_or(0));
-    }
-    cost
 }
 
 /// geth's limit on a transaction's encoded size (blob transactions: without blobs).
@@ -217,7 +211,7 @@ fn check(
             )));
         }
     }
-    let cost = tx_cost(tx);
+    let cost = max_cost(tx);
     if account.balance < cost {
         return Err(RpcError::Server(format!(
             "insufficient funds for gas * price + value: balance {}, tx cost {cost}, overshot {}",
@@ -229,14 +223,14 @@ fn check(
     // (a replacement counts for what it adds to the one it replaces).
     let pooled = ctx.pool.sender_transactions(&sender);
     if !pooled.is_empty() {
-        let queued: U256 = pooled.iter().map(tx_cost).sum();
+        let queued: U256 = pooled.iter().map(max_cost).sum();
         let nonce = tx.nonce();
         let replaced = pooled
             .iter()
             .find(|t| alloy::consensus::Transaction::nonce(*t) == nonce);
         let (need, detail) = match replaced {
             Some(old) => {
-                let bump = cost.saturating_sub(tx_cost(old));
+                let bump = cost.saturating_sub(max_cost(old));
                 (queued + bump, format!("tx bumped {bump}"))
             }
             None => (queued + cost, format!("tx cost {cost}")),
