@@ -72,6 +72,10 @@ fn check(node: &Node, address: Address, slots: &[&str], block: u64) -> Value {
         if exists { leaf } else { Value::Null },
         "{address} at {block}"
     );
+    if !exists {
+        // geth's hashes for an account the state does not hold: zeros.
+        assert_eq!((code_hash, storage_hash), (B256::ZERO, B256::ZERO), "{proof}");
+    }
     let info = node.result("eth_getAccountInfo", json!([address, tag]));
     assert_eq!(
         info,
@@ -114,8 +118,14 @@ fn check(node: &Node, address: Address, slots: &[&str], block: u64) -> Value {
             U256::from_be_bytes(b256(&stored).0),
             "{address} {slot} at {block}"
         );
+        // An absent account's (zero) storage hash stands for the empty trie.
+        let storage_root = if storage_hash.is_zero() {
+            alloy_trie::EMPTY_ROOT_HASH
+        } else {
+            storage_hash
+        };
         verify_proof(
-            storage_hash,
+            storage_root,
             Nibbles::unpack(keccak256(B256::from(slot_value))),
             (!value.is_zero()).then(|| rlp::encode(value)),
             &nodes(&entry["proof"]),

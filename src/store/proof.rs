@@ -17,7 +17,6 @@ use alloy::{
 };
 use alloy_trie::{proof::ProofRetainer, HashBuilder, Nibbles, EMPTY_ROOT_HASH};
 use redb::{ReadOnlyTable, ReadableDatabase};
-use revm::primitives::KECCAK_EMPTY;
 
 use super::{
     codec::{hash_address, StoredAccount},
@@ -139,11 +138,13 @@ impl Store {
                 })
                 .collect(),
         };
+        // An account that does not exist has zero hashes, as geth answers (its state gives
+        // zero for an account with no object); the proof shows it absent.
         let account = account.unwrap_or(StoredAccount {
             nonce: 0,
             balance: U256::ZERO,
-            code_hash: KECCAK_EMPTY,
-            storage_root: EMPTY_ROOT_HASH,
+            code_hash: B256::ZERO,
+            storage_root: B256::ZERO,
         });
         Ok(EIP1186AccountProofResponse {
             address,
