@@ -74,7 +74,11 @@ fn check(node: &Node, address: Address, slots: &[&str], block: u64) -> Value {
     );
     if !exists {
         // geth's hashes for an account the state does not hold: zeros.
-        assert_eq!((code_hash, storage_hash), (B256::ZERO, B256::ZERO), "{proof}");
+        assert_eq!(
+            (code_hash, storage_hash),
+            (B256::ZERO, B256::ZERO),
+            "{proof}"
+        );
     }
     let info = node.result("eth_getAccountInfo", json!([address, tag]));
     assert_eq!(

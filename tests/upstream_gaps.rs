@@ -962,6 +962,10 @@ fn struct_log_errors_read_as_geths() {
 #[test]
 fn fee_history_percentiles_rise_strictly() {
     let node = Node::execution_apis(&[]);
+    // The last block before Cancun (41, time 410) has no blob fee, nor has the one after it in
+    // geth's answer (it only prices blob gas after a block that carries some).
+    let r = node.result("eth_feeHistory", json!(["0x1", "0x29"]));
+    assert_eq!(r["baseFeePerBlobGas"], json!(["0x0", "0x0"]), "{r}");
     let r = node.call("eth_feeHistory", json!(["0x2", "latest", [10, 10]]));
     assert_eq!(r["error"]["code"], -32602, "{r}");
     let r = node.call("eth_feeHistory", json!(["0x2", "latest", [20, 10]]));

@@ -91,6 +91,10 @@ pub enum RpcError {
     /// -32005: a configured limit was exceeded (not the per-key rate limit, which lives in the server).
     #[error("{0}")]
     LimitExceeded(String),
+    /// -38026: a request asks for more than geth's fixed bounds allow (slots of
+    /// eth_getStorageValues; eth_simulateV1's own are [`SimulateCode::ClientLimitExceeded`]).
+    #[error("{0}")]
+    ClientLimitExceeded(String),
     /// -380xx: eth_simulateV1's validation and limit errors.
     #[error("{message}")]
     Simulate { code: SimulateCode, message: String },
@@ -137,6 +141,7 @@ impl RpcError {
             Self::VmError(_) => -32015,
             Self::Timeout(_) => -32016,
             Self::LimitExceeded(_) => -32005,
+            Self::ClientLimitExceeded(_) => SimulateCode::ClientLimitExceeded.code(),
             Self::Simulate { code, .. } => code.code(),
             Self::PreForkBlock(_) => 4445,
             Self::TxSyncTimeout { .. } => 4,

@@ -343,3 +343,20 @@ async fn send_raw_transaction_refuses_types_the_fork_does_not_have() {
         );
     }
 }
+
+/// Before Cancun there is no blob base fee (null, as geth), and eth_getStorageValues past 1,024
+/// slots is geth's client-limit error.
+#[tokio::test]
+async fn answers_geth_gives_before_cancun_and_past_its_limits() {
+    let m = module();
+    let r = call(&m, "eth_blobBaseFee", json!([])).await;
+    assert_eq!(r["result"], Value::Null, "{r}");
+    let slots: Vec<String> = (0..1025).map(|i| format!("{i:#x}")).collect();
+    let r = call(
+        &m,
+        "eth_getStorageValues",
+        json!([{RICH.to_string(): slots}, "latest"]),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -38026, "{r}");
+}

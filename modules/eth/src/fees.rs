@@ -167,12 +167,14 @@ pub fn fee_history(
         history
             .base_fee_per_gas
             .push(ctx.spec.next_base_fee(&last).unwrap_or_default() as u128);
+        // As geth: nothing for the block after one without blob gas (before Cancun).
         let next_ts = last.timestamp + 12;
         let next_blob = match (
+            last.excess_blob_gas,
             ctx.spec.blob_params_at(next_ts),
             ctx.spec.next_excess_blob_gas(&last, next_ts),
         ) {
-            (Some(params), Some(excess)) => params.calc_blob_fee(excess),
+            (Some(_), Some(params), Some(excess)) => params.calc_blob_fee(excess),
             _ => 0,
         };
         history.base_fee_per_blob_gas.push(next_blob);
@@ -214,18 +216,24 @@ fn block_rewards(
         .map(|(tx, used)| (tx.effective_tip_per_gas(base).unwrap_or(0), used))
         .collect();
     sorted.sort_unstable_by_key(|(tip, _)| *tip);
-    let total = block.header.gas_used as f64;
+    Ok(tips_at(&sorted, block.header.gas_used, percentiles))
+}
+
+/// For each percentile, the tip of the transaction (in `sorted`: (tip, gas used), ascending
+/// tips, not empty) within whose gas the block's `gas_used` times the percentile falls; geth
+/// cuts that threshold to whole gas before comparing.
+fn tips_at(sorted: &[(u128, u64)], gas_used: u64, percentiles: &[f64]) -> Vec<u128> {
     let mut out = Vec::with_capacity(percentiles.len());
-    let (mut idx, mut sum) = (0usize, sorted.first().map(|s| s.1).unwrap_or(0));
+    let (mut idx, mut sum) = (0usize, sorted.first().map_or(0, |s| s.1));
     for p in percentiles {
-        let threshold = total * p / 100.0;
-        while (sum as f64) < threshold && idx + 1 < sorted.len() {
+        let threshold = (gas_used as f64 * p / 100.0) as u64;
+        while sum < threshold && idx + 1 < sorted.len() {
             idx += 1;
             sum += sorted[idx].1;
         }
         out.push(sorted[idx].0);
     }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
@@ -240,6 +248,17 @@ mod oracle_tests {
         })
         .unwrap();
         (tip, asked)
+    }
+
+    #[test]
+    fn reward_percentiles_cut_the_gas_threshold_to_whole_gas() {
+        // Two transactions of 21,000 gas: 50.001% of 42,000 is 21,000.42, cut to 21,000, which
+        // the first transaction's gas reaches.
+        let sorted = [(1, 21_000), (3, 21_000)];
+        assert_eq!(
+            tips_at(&sorted, 42_000, &[10.0, 50.001, 50.01, 90.0]),
+            [1, 1, 3, 3]
+        );
     }
 
     #[test]

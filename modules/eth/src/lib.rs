@@ -227,7 +227,7 @@ pub trait EthApi {
     #[method(name = "eth_baseFee")]
     fn base_fee(&self) -> JsonRpcResult<Option<U256>>;
     #[method(name = "eth_blobBaseFee")]
-    fn blob_base_fee(&self) -> JsonRpcResult<U256>;
+    fn blob_base_fee(&self) -> JsonRpcResult<Option<U256>>;
     #[method(name = "eth_feeHistory")]
     fn fee_history(
         &self,
@@ -667,7 +667,7 @@ impl EthApiServer for Eth {
             keys.insert(*address, parsed);
         }
         if total > 1024 {
-            return Err(RpcError::invalid_params(format!(
+            return Err(RpcError::ClientLimitExceeded(format!(
                 "too many slots (max 1024, got {total})"
             ))
             .into());
@@ -823,9 +823,12 @@ impl EthApiServer for Eth {
         Ok(self.ctx.spec.next_base_fee(&latest).map(U256::from))
     }
 
-    fn blob_base_fee(&self) -> JsonRpcResult<U256> {
+    fn blob_base_fee(&self) -> JsonRpcResult<Option<U256>> {
         let latest = self.header(self.ctx.chain.head().latest)?;
-        Ok(U256::from(fees::blob_base_fee(&self.ctx.spec, &latest)))
+        // Before Cancun there is no blob fee: null, as geth answers.
+        Ok(latest
+            .excess_blob_gas
+            .map(|_| U256::from(fees::blob_base_fee(&self.ctx.spec, &latest))))
     }
 
     fn fee_history(
