@@ -1,10 +1,10 @@
 //! `eth_config` (EIP-7910: the fork configuration in force, the next scheduled one and the last
 //! one) and `eth_capabilities` (which history this node can serve).
 //!
-//! A configuration exists for each timestamp-scheduled fork from Cancun on (each has a blob
-//! schedule, which the format requires). Its fork id is the EIP-2124/6122 hash of the genesis
-//! hash and every fork point up to and including it; its precompiles and system contracts are
-//! those active under that fork.
+//! A configuration exists for each timestamp-scheduled fork, Shanghai on (as geth gives them;
+//! before Cancun the blob schedule is null). Before the first of them `current` is null. Its
+//! fork id is the EIP-2124/6122 hash of the genesis hash and every fork point up to and
+//! including it; its precompiles and system contracts are those active under that fork.
 
 use std::collections::BTreeMap;
 
@@ -50,13 +50,13 @@ const ALL_FORKS: &[EthereumHardfork] = &[
     EthereumHardfork::Amsterdam,
 ];
 
-/// Forks that can carry a configuration (Cancun on, each has a blob schedule), in order.
+/// Forks that can carry a configuration (the timestamp-scheduled ones, Shanghai on), in order.
 fn config_forks() -> &'static [EthereumHardfork] {
-    let cancun = ALL_FORKS
+    let shanghai = ALL_FORKS
         .iter()
-        .position(|f| *f == EthereumHardfork::Cancun)
+        .position(|f| *f == EthereumHardfork::Shanghai)
         .unwrap_or(ALL_FORKS.len());
-    &ALL_FORKS[cancun..]
+    &ALL_FORKS[shanghai..]
 }
 
 /// EIP-7910 names of the precompiles, by address.
@@ -84,7 +84,7 @@ const PRECOMPILE_NAMES: &[(u16, &str)] = &[
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EthConfig {
-    current: ForkConfig,
+    current: Option<ForkConfig>,
     next: Option<ForkConfig>,
     last: Option<ForkConfig>,
 }
@@ -93,7 +93,7 @@ pub struct EthConfig {
 #[serde(rename_all = "camelCase")]
 struct ForkConfig {
     activation_time: u64,
-    blob_schedule: BlobSchedule,
+    blob_schedule: Option<BlobSchedule>,
     chain_id: U64,
     fork_id: String,
     precompiles: BTreeMap<&'static str, String>,
@@ -125,30 +125,28 @@ fn config_at(spec: &ChainSpec, timestamp: u64) -> RpcResult<EthConfig> {
             _ => None,
         })
         .collect();
-    let current_index = scheduled
-        .iter()
-        .rposition(|(_, at)| *at <= timestamp)
-        .ok_or_else(|| {
-            RpcError::Server(
-                "eth_config describes forks from Cancun on; Cancun is not active".into(),
-            )
-        })?;
+    let current_index = scheduled.iter().rposition(|(_, at)| *at <= timestamp);
     let config = |i: usize| fork_config(spec, scheduled[i].1);
     // A fork scheduled at the same time as the one before it is the same configuration.
-    let next_index =
-        (current_index + 1..scheduled.len()).find(|i| scheduled[*i].1 > scheduled[current_index].1);
+    let next_index = match current_index {
+        Some(current) => {
+            (current + 1..scheduled.len()).find(|i| scheduled[*i].1 > scheduled[current].1)
+        }
+        None => (!scheduled.is_empty()).then_some(0),
+    };
     Ok(EthConfig {
-        current: config(current_index),
+        current: current_index.map(config),
         next: next_index.map(config),
         last: next_index.map(|_| config(scheduled.len() - 1)),
     })
 }
 
 fn fork_config(spec: &ChainSpec, activation: u64) -> ForkConfig {
-    // Every configuration fork is Cancun or later, so there is a blob schedule.
-    let blob = spec
-        .blob_params_at(activation)
-        .unwrap_or_else(alloy::eips::eip7840::BlobParams::cancun);
+    // None before Cancun; Cancun's own when the chain schedules none.
+    let blob = spec.is_cancun_active_at_timestamp(activation).then(|| {
+        spec.blob_params_at(activation)
+            .unwrap_or_else(alloy::eips::eip7840::BlobParams::cancun)
+    });
     let spec_id = spec.spec_id(u64::MAX, activation);
     let precompiles = Precompiles::new(PrecompileSpecId::from_spec_id(spec_id));
     let precompiles = PRECOMPILE_NAMES
@@ -180,11 +178,11 @@ fn fork_config(spec: &ChainSpec, activation: u64) -> ForkConfig {
     }
     ForkConfig {
         activation_time: activation,
-        blob_schedule: BlobSchedule {
+        blob_schedule: blob.map(|blob| BlobSchedule {
             target: blob.target_blob_count,
             max: blob.max_blob_count,
             base_fee_update_fraction: blob.update_fraction,
-        },
+        }),
         chain_id: U64::from(spec.chain_id),
         fork_id: format!(
             "0x{}",
@@ -370,31 +368,31 @@ mod tests {
     fn current_next_and_last_follow_the_schedule() {
         let spec = two_forks();
         let before = config_at(&spec, 150).expect("prague is current");
-        assert_eq!(before.current.activation_time, 100);
-        assert!(!before.current.precompiles.contains_key("P256VERIFY"));
-        assert!(before.current.precompiles.contains_key("BLS12_G1ADD"));
+        let current = before.current.as_ref().expect("current");
+        assert_eq!(current.activation_time, 100);
+        assert!(!current.precompiles.contains_key("P256VERIFY"));
+        assert!(current.precompiles.contains_key("BLS12_G1ADD"));
         assert_eq!(
-            before.current.system_contracts["DEPOSIT_CONTRACT_ADDRESS"],
+            current.system_contracts["DEPOSIT_CONTRACT_ADDRESS"],
             "0x2222222222222222222222222222222222222222"
         );
         let next = before.next.expect("osaka is next");
         assert_eq!(next.activation_time, 200);
         assert!(next.precompiles.contains_key("P256VERIFY"));
-        assert_ne!(next.fork_id, before.current.fork_id);
+        assert_ne!(next.fork_id, current.fork_id);
         assert_eq!(before.last.expect("last").activation_time, 200);
 
         let after = config_at(&spec, 250).expect("osaka is current");
-        assert_eq!(after.current.fork_id, next.fork_id);
+        assert_eq!(after.current.expect("current").fork_id, next.fork_id);
         assert!(after.next.is_none() && after.last.is_none());
 
         let cancun = config_at(&spec, 50).expect("cancun at genesis");
-        assert_eq!(cancun.current.activation_time, 0);
-        assert!(!cancun
-            .current
-            .system_contracts
-            .contains_key("HISTORY_STORAGE_ADDRESS"));
+        let current = cancun.current.as_ref().expect("current");
+        assert_eq!(current.activation_time, 0);
+        assert!(!current.system_contracts.contains_key("HISTORY_STORAGE_ADDRESS"));
         assert_eq!(
-            cancun.current.blob_schedule.max, 6,
+            current.blob_schedule.as_ref().map(|b| b.max),
+            Some(6),
             "cancun's blob schedule when the chain gives none"
         );
         assert_eq!(
@@ -403,14 +401,24 @@ mod tests {
         );
     }
 
+    /// As geth: Shanghai has a configuration without a blob schedule or system contracts, and
+    /// before it there is no current one.
     #[test]
-    fn before_cancun_there_is_no_configuration() {
+    fn shanghai_has_a_configuration_and_before_it_none_is_current() {
         let mut spec = two_forks();
         spec.hardforks = EthereumChainHardforks::new([
             (EthereumHardfork::Frontier, ForkCondition::Block(0)),
+            (EthereumHardfork::Shanghai, ForkCondition::Timestamp(5)),
             (EthereumHardfork::Cancun, ForkCondition::Timestamp(10)),
         ]);
-        assert!(config_at(&spec, 5).is_err());
-        assert!(config_at(&spec, 10).is_ok());
+        let before = config_at(&spec, 3).expect("an answer");
+        assert!(before.current.is_none());
+        assert_eq!(before.next.as_ref().map(|c| c.activation_time), Some(5));
+        assert_eq!(before.last.as_ref().map(|c| c.activation_time), Some(10));
+        let shanghai = serde_json::to_value(config_at(&spec, 7).expect("an answer")).unwrap();
+        assert_eq!(shanghai["current"]["activationTime"], 5);
+        assert_eq!(shanghai["current"]["blobSchedule"], serde_json::Value::Null);
+        assert_eq!(shanghai["current"]["systemContracts"], serde_json::json!({}));
+        assert_eq!(shanghai["next"]["activationTime"], 10);
     }
 }
