@@ -840,6 +840,24 @@ fn log_filters_need_as_many_topics_as_positions_given() {
 /// already): the identity precompile moved to another address answers there, the old address
 /// has no precompile left, and an override of a precompile's address runs its code. Methods
 /// that cannot apply a move refuse it rather than run without it.
+/// A call runs no system calls: a beacon-root block override is refused, as geth refuses it.
+#[test]
+fn calls_refuse_a_beacon_root_override() {
+    let node = Node::execution_apis(&[]);
+    let to = "0x0100000000000000000000000000000000000000";
+    let root = format!("0x{}", "11".repeat(32));
+    for method in ["eth_call", "eth_estimateGas"] {
+        let r = node.call(method, json!([{"to": to}, "latest", null, {"beaconRoot": root}]));
+        assert_eq!(r["error"]["code"], -32000, "{method}: {r}");
+        assert_eq!(
+            r["error"]["message"],
+            "block override \"beaconRoot\" is not supported for this RPC method"
+        );
+    }
+    let r = node.call("eth_call", json!([{"to": to}, "latest", null, {"time": "0x1000"}]));
+    assert_eq!(r["result"], "0x", "{r}");
+}
+
 #[test]
 fn calls_take_precompile_moves() {
     let node = Node::execution_apis(&[]);

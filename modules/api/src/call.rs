@@ -226,6 +226,12 @@ pub fn prepare(
     let mut env = spec.evm_env(header);
     let mut db = CacheDB::new(state);
     if let Some(overrides) = block_overrides {
+        // A call runs no system calls, so a beacon root would go nowhere: geth refuses it.
+        if overrides.beacon_root.is_some() {
+            return Err(RpcError::Server(
+                "block override \"beaconRoot\" is not supported for this RPC method".into(),
+            ));
+        }
         apply_block_overrides(overrides, &mut db, &mut env.block_env);
     }
     let mut precompiles = PrecompileEdits::default();
