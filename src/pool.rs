@@ -47,6 +47,8 @@ struct Inner {
     /// Moves on every insert and removal, so that what was built from the pool can tell it is
     /// out of date.
     revision: u64,
+    /// Transactions announced to `newPendingTransactions` (see [`TxPool::promote`]).
+    announced: std::collections::HashSet<B256>,
 }
 
 #[derive(Default)]
@@ -184,9 +186,6 @@ impl Pool {
                 .entry(sender)
                 .or_default()
                 .insert(nonce, hash);
-            if self.events.has_subscribers() {
-                self.events.send(Arc::new(tx.clone()));
-            }
             inner.by_hash.insert(hash, tx);
             if let Some(sidecar) = sidecar {
                 inner.blobs += blobs;
@@ -324,6 +323,16 @@ impl Pool {
             for hash in dropped {
                 inner.remove(&hash);
             }
+            let promoted = inner.newly_executable(&sender, nonce);
+            self.announce(promoted);
+        }
+    }
+
+    fn announce(&self, txs: Vec<Recovered<TxEnvelope>>) {
+        if self.events.has_subscribers() {
+            for tx in txs {
+                self.events.send(Arc::new(tx));
+            }
         }
     }
 }
@@ -347,7 +356,27 @@ impl Inner {
         if let Some(sidecar) = self.sidecars.remove(hash) {
             self.blobs -= sidecar.blobs().len();
         }
+        self.announced.remove(hash);
         true
+    }
+
+    /// `sender`'s transactions in the gapless run from `nonce` not announced yet, marked so.
+    fn newly_executable(&mut self, sender: &Address, nonce: u64) -> Vec<Recovered<TxEnvelope>> {
+        let Some(nonces) = self.by_sender.get(sender) else {
+            return Vec::new();
+        };
+        let mut fresh = Vec::new();
+        let mut next = nonce;
+        while let Some(hash) = nonces.get(&next) {
+            if !self.announced.contains(hash) {
+                fresh.push(*hash);
+            }
+            next += 1;
+        }
+        for hash in &fresh {
+            self.announced.insert(*hash);
+        }
+        fresh.iter().map(|hash| self.by_hash[hash].clone()).collect()
     }
 }
 
@@ -407,6 +436,11 @@ impl TxPool for Pool {
                 .map(|hash| inner.by_hash[hash].inner().clone())
                 .collect()
         })
+    }
+
+    fn promote(&self, sender: &Address, state_nonce: u64) {
+        let promoted = self.lock().newly_executable(sender, state_nonce);
+        self.announce(promoted);
     }
 
     fn pending_nonce(&self, sender: &Address) -> Option<u64> {
@@ -538,6 +572,36 @@ mod tests {
         pool.on_block(&[], |_| Some((0, U256::from(21_000 * 100))));
         assert_eq!(pool.len(), 2, "nonce 1 costs 21,000,000 wei");
         assert_eq!(pool.next_nonce(&a, 0), 1, "nonce 2 waits behind the gap");
+    }
+
+    /// A transaction is announced once it can run: one behind a nonce gap when the gap fills
+    /// (after the one filling it), as geth announces what its pool promotes.
+    #[test]
+    fn transactions_are_announced_when_they_can_run() {
+        let pool = Pool::default();
+        let mut events = pool.pool_events();
+        let a = Address::repeat_byte(1);
+        let gapped = pool.insert(tx(a, 1, 10)).unwrap();
+        pool.promote(&a, 0);
+        assert!(events.try_recv().is_err(), "nonce 1 waits for nonce 0");
+        let first = pool.insert(tx(a, 0, 10)).unwrap();
+        pool.promote(&a, 0);
+        assert_eq!(*events.try_recv().unwrap().tx_hash(), first);
+        assert_eq!(*events.try_recv().unwrap().tx_hash(), gapped);
+        pool.promote(&a, 0);
+        assert!(events.try_recv().is_err(), "each is announced once");
+        // A replacement is a new transaction to announce.
+        let bumped = pool.insert(tx(a, 1, 20)).unwrap();
+        pool.promote(&a, 0);
+        assert_eq!(*events.try_recv().unwrap().tx_hash(), bumped);
+        // One the chain reaches without the pool's help (another node's block) is announced
+        // after that block.
+        let b = Address::repeat_byte(2);
+        let later = pool.insert(tx(b, 5, 10)).unwrap();
+        pool.promote(&b, 3);
+        assert!(events.try_recv().is_err());
+        pool.on_block(&[], |sender| (*sender == b).then_some((5, U256::MAX)));
+        assert_eq!(*events.try_recv().unwrap().tx_hash(), later);
     }
 
     #[test]

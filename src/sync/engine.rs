@@ -545,6 +545,7 @@ impl EngineApi {
                     let _ = self
                         .pool
                         .insert(Recovered::new_unchecked(tx.clone(), sender));
+                    self.pool.promote(&sender, nonce);
                 }
             }
         }

@@ -57,6 +57,12 @@ pub trait TxPool: Send + Sync {
         Vec::new()
     }
 
+    /// Announces (see [`TxPool::pool_events`]) `sender`'s transactions that can now run, the
+    /// gapless run from `state_nonce` (the sender's nonce in the latest state), each once: a
+    /// transaction behind a nonce gap is announced when the gap fills, as geth announces a
+    /// transaction when its pool promotes it. Called after an insert.
+    fn promote(&self, _sender: &Address, _state_nonce: u64) {}
+
     /// Transactions entering the pool from now on (see [`crate::events`]). Pools that do not
     /// announce them have none: the receiver reports the channel closed.
     fn pool_events(&self) -> tokio::sync::broadcast::Receiver<crate::PoolEvent> {

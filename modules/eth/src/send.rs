@@ -131,23 +131,25 @@ fn checked_into_pool(
     sender: Address,
     sidecar: Option<BlobTransactionSidecarVariant>,
 ) -> RpcResult<B256> {
-    let sidecar = check(ctx, &tx, sender, sidecar)?;
+    let (sidecar, state_nonce) = check(ctx, &tx, sender, sidecar)?;
     let tx = Recovered::new_unchecked(tx, sender);
-    match sidecar {
+    let hash = match sidecar {
         Some(sidecar) => ctx.pool.insert_with_sidecar(tx, sidecar),
         None => ctx.pool.insert(tx),
-    }
+    }?;
+    ctx.pool.promote(&sender, state_nonce);
+    Ok(hash)
 }
 
 /// eth_sendRawTransaction's checks of `tx` from `sender` against the latest state, as geth's
 /// pool makes them, and of the sidecar it came with, if any: that sidecar as the pool is to
-/// keep it (see [`publishable_sidecar`]).
+/// keep it (see [`publishable_sidecar`]), and the sender's nonce in the latest state.
 fn check(
     ctx: &ModuleContext,
     tx: &TxEnvelope,
     sender: Address,
     sidecar: Option<BlobTransactionSidecarVariant>,
-) -> RpcResult<Option<BlobTransactionSidecarVariant>> {
+) -> RpcResult<(Option<BlobTransactionSidecarVariant>, u64)> {
     check_fee_cap(tx, ctx.limits.tx_fee_cap)?;
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
@@ -245,9 +247,10 @@ fn check(
     }
     // Last, being the costly check (milliseconds per blob).
     let hashes = tx.blob_versioned_hashes().unwrap_or_default();
-    sidecar
+    let sidecar = sidecar
         .map(|sidecar| publishable_sidecar(hashes, sidecar, spec_id))
-        .transpose()
+        .transpose()?;
+    Ok((sidecar, account.nonce))
 }
 
 /// `sidecar` in the version the next block's fork publishes, its KZG proofs verified against
