@@ -376,7 +376,10 @@ impl Inner {
         for hash in &fresh {
             self.announced.insert(*hash);
         }
-        fresh.iter().map(|hash| self.by_hash[hash].clone()).collect()
+        fresh
+            .iter()
+            .map(|hash| self.by_hash[hash].clone())
+            .collect()
     }
 }
 

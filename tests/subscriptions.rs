@@ -152,6 +152,13 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
     let logs_elsewhere = ws
         .subscribe(json!(["logs", {"address": "0x00000000000000000000000000000000000000aa"}]))
         .await;
+    // A range bounds the new blocks whose logs come: this one's first block is 1.
+    let logs_in_range = ws
+        .subscribe(json!(["logs", {"fromBlock": "0x1", "toBlock": "0x1"}]))
+        .await;
+    let logs_out_of_range = ws
+        .subscribe(json!(["logs", {"fromBlock": "0x0", "toBlock": "0x0"}]))
+        .await;
     let hashes = ws.subscribe(json!(["newPendingTransactions"])).await;
     let full = ws.subscribe(json!(["newPendingTransactions", true])).await;
 
@@ -207,12 +214,22 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
     assert_eq!(results_of(&notes, &logs), expected);
     assert_eq!(results_of(&notes, &logs_by_topic), expected);
     assert!(results_of(&notes, &logs_elsewhere).is_empty());
+    assert_eq!(results_of(&notes, &logs_in_range), expected);
+    assert!(results_of(&notes, &logs_out_of_range).is_empty());
 
     // Unsubscribed: the next block is not announced to that subscription any more.
     let answer = ws.call("eth_unsubscribe", json!([heads])).await;
     assert_eq!(answer["result"], true, "{answer}");
+    // Ended already: geth's error, as for an id the connection never held, and -32602 for
+    // anything but an id.
     let answer = ws.call("eth_unsubscribe", json!([heads])).await;
-    assert_eq!(answer["result"], false, "{answer}");
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    assert_eq!(answer["error"]["message"], "subscription not found");
+    for bad in [json!([]), json!([123])] {
+        let answer = ws.call("eth_unsubscribe", bad).await;
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    }
+
     http(
         &node,
         "eth_sendRawTransaction",
@@ -227,18 +244,24 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
     assert_eq!(results_of(&notes, &logs).len(), 1);
     assert!(results_of(&notes, &heads).is_empty(), "{notes:?}");
 
-    // Bad kinds and params are -32602; over HTTP there is nothing to push to.
+    // Bad params are -32602, a kind that does not exist -32601 (geth's codes), a range no new
+    // block can be in -32000; over HTTP there is nothing to push to.
     for params in [
-        json!(["blocks"]),
         json!(["syncing", {"x": 1}]),
         json!(["newHeads", {"x": 1}]),
-        json!(["logs", {"fromBlock": "0x0"}]),
+        json!(["logs", {"blockHash": format!("0x{}", "11".repeat(32))}]),
         json!(["logs", {"address": "0x12"}]),
         json!(["newPendingTransactions", "yes"]),
     ] {
         let answer = ws.call("eth_subscribe", params.clone()).await;
         assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
     }
+    let answer = ws.call("eth_subscribe", json!(["blocks"])).await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let answer = ws
+        .call("eth_subscribe", json!(["logs", {"fromBlock": "0x5", "toBlock": "0x4"}]))
+        .await;
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
     // Params jsonrpsee itself refuses (no kind at all) get one answer, not two.
     for params in [json!([]), Value::Null, json!({}), json!([1])] {
         let answer = ws.call("eth_subscribe", params.clone()).await;
@@ -327,9 +350,9 @@ async fn a_rewind_removes_logs_and_going_forward_adds_them_again() {
         })
         .await;
     let removed: Vec<Value> = results_of(&notes, &logs).into_iter().cloned().collect();
-    // Blocks leave highest first; within a block the logs keep their order.
+    // Blocks leave lowest first, as geth sends them; within a block the logs keep their order.
     let mut expected_removed = Vec::new();
-    for number in (target_number + 1..=head_number).rev() {
+    for number in target_number + 1..=head_number {
         for log in unwound_logs
             .iter()
             .filter(|l| l["blockNumber"] == json!(format!("{number:#x}")))

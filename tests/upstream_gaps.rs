@@ -847,14 +847,20 @@ fn calls_refuse_a_beacon_root_override() {
     let to = "0x0100000000000000000000000000000000000000";
     let root = format!("0x{}", "11".repeat(32));
     for method in ["eth_call", "eth_estimateGas"] {
-        let r = node.call(method, json!([{"to": to}, "latest", null, {"beaconRoot": root}]));
+        let r = node.call(
+            method,
+            json!([{"to": to}, "latest", null, {"beaconRoot": root}]),
+        );
         assert_eq!(r["error"]["code"], -32000, "{method}: {r}");
         assert_eq!(
             r["error"]["message"],
             "block override \"beaconRoot\" is not supported for this RPC method"
         );
     }
-    let r = node.call("eth_call", json!([{"to": to}, "latest", null, {"time": "0x1000"}]));
+    let r = node.call(
+        "eth_call",
+        json!([{"to": to}, "latest", null, {"time": "0x1000"}]),
+    );
     assert_eq!(r["result"], "0x", "{r}");
 }
 

@@ -133,6 +133,35 @@ fn named_invalid_params(
     Some(ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, data))
 }
 
+/// geth's answer to ending a subscription the connection does not hold.
+fn subscription_not_found() -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(-32000, "subscription not found", None::<()>)
+}
+
+/// What refuses an `eth_unsubscribe` before it runs, as geth refuses it: anything but one
+/// subscription id (a string) is -32602, and over HTTP no subscription exists to end.
+fn unsubscribe_refusal(params: Option<&str>, transport: Transport) -> Option<ErrorObjectOwned> {
+    let first = params
+        .and_then(|p| serde_json::from_str::<Vec<serde_json::Value>>(p).ok())
+        .and_then(|args| args.into_iter().next());
+    match first {
+        None | Some(serde_json::Value::Null) => Some(ErrorObjectOwned::owned(
+            INVALID_PARAMS_CODE,
+            "missing value for required argument 0",
+            None::<()>,
+        )),
+        Some(serde_json::Value::String(_)) if transport == Transport::Http => {
+            Some(subscription_not_found())
+        }
+        Some(serde_json::Value::String(_)) => None,
+        Some(other) => Some(ErrorObjectOwned::owned(
+            INVALID_PARAMS_CODE,
+            format!("invalid argument 0: a subscription id is a string, not {other}"),
+            None::<()>,
+        )),
+    }
+}
+
 /// The answer to a call whose method panicked: a bug, logged with what it said, and -32603 to
 /// the client rather than a dropped connection. No method writes the chain database (only the
 /// sync path does), so a panic leaves nothing half written there.
@@ -205,10 +234,9 @@ where
         // Refused before it runs: switched off on this network, outside the key's method
         // list, too many arguments, or a subscription over HTTP, which cannot carry its
         // notifications (in that order).
-        let subscription = matches!(
-            shared.methods.method(&method),
-            Some(MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_))
-        );
+        let callback = shared.methods.method(&method);
+        let subscription = matches!(callback, Some(MethodCallback::Subscription(_)));
+        let unsubscription = matches!(callback, Some(MethodCallback::Unsubscription(_)));
         let key_allows = entry
             .as_ref()
             .is_none_or(|entry| entry.access().admits_method(&method));
@@ -221,6 +249,9 @@ where
                 Err(err) => Some(err),
                 Ok(()) if subscription && transport == Transport::Http => {
                     Some(FrontDoorError::NotificationsUnsupported.to_error_object())
+                }
+                Ok(()) if unsubscription => {
+                    unsubscribe_refusal(params.as_deref().map(|p| p.get()), transport)
                 }
                 Ok(()) => None,
             },
@@ -237,6 +268,14 @@ where
                 Err(panic) => panicked(&method, id.clone().into_owned(), panic.as_ref()),
             },
         };
+        // jsonrpsee answers `false` for an id it does not hold; geth's answer is an error.
+        let ended_nothing = || {
+            serde_json::from_str::<serde_json::Value>(response.as_json().get())
+                .is_ok_and(|answer| answer["result"] == serde_json::Value::Bool(false))
+        };
+        if unsubscription && response.is_success() && ended_nothing() {
+            response = MethodResponse::error(id.clone().into_owned(), subscription_not_found());
+        }
         // A subscription's answer has already gone to the socket (jsonrpsee sends it from the
         // subscription itself); a renamed copy would be a second answer to the same request.
         if response.as_error_code() == Some(INVALID_PARAMS_CODE) && !response.is_subscription() {

@@ -492,7 +492,13 @@ impl jsonrpsee::server::IdProvider for HexSubscriptionIds {
                 .map_or(0, |d| d.as_nanos());
             bytes = nanos.to_be_bytes();
         }
-        jsonrpsee::types::SubscriptionId::Str(alloy::primitives::hex::encode_prefixed(bytes).into())
+        // A quantity, as geth makes them: no leading zero digits.
+        let hex = alloy::primitives::hex::encode(bytes);
+        let digits = match hex.trim_start_matches('0') {
+            "" => "0",
+            digits => digits,
+        };
+        jsonrpsee::types::SubscriptionId::Str(format!("0x{digits}").into())
     }
 }
 
@@ -575,5 +581,24 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => tracing::info!(target: "simnode::rpc", "SIGINT: shutting down"),
         () = term => tracing::info!(target: "simnode::rpc", "SIGTERM: shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod subscription_id_tests {
+    use jsonrpsee::server::IdProvider;
+
+    /// Ids are quantities, as geth's: `0x` and no leading zero digit (a random 128-bit id
+    /// starts with a zero nibble one time in sixteen).
+    #[test]
+    fn subscription_ids_have_no_leading_zeros() {
+        for _ in 0..500 {
+            let jsonrpsee::types::SubscriptionId::Str(id) = super::HexSubscriptionIds.next_id()
+            else {
+                panic!("a string id");
+            };
+            assert!(id.starts_with("0x") && !id.starts_with("0x0"), "{id}");
+            assert!(id.len() <= 34, "{id}");
+        }
     }
 }

@@ -698,7 +698,7 @@ impl Store {
         }
         self.commit(tx)?;
         self.reload_head()?;
-        for ((header, body), (senders, receipts)) in unwound.iter().zip(left).rev() {
+        for ((header, body), (senders, receipts)) in unwound.iter().zip(left) {
             self.events.send(ChainEvent::Removed(Arc::new(BlockEvent {
                 block: StoredBlock {
                     header: header.clone(),

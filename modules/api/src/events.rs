@@ -27,7 +27,8 @@ pub struct BlockEvent {
 pub enum ChainEvent {
     /// The block became the head, on top of the previous one.
     Added(Arc<BlockEvent>),
-    /// The block left the canonical chain (a reorg or rewind); blocks leave highest first.
+    /// The block left the canonical chain (a reorg or rewind); blocks leave lowest first, the
+    /// order geth announces their removed logs in.
     Removed(Arc<BlockEvent>),
 }
 

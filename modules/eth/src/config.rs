@@ -389,7 +389,9 @@ mod tests {
         let cancun = config_at(&spec, 50).expect("cancun at genesis");
         let current = cancun.current.as_ref().expect("current");
         assert_eq!(current.activation_time, 0);
-        assert!(!current.system_contracts.contains_key("HISTORY_STORAGE_ADDRESS"));
+        assert!(!current
+            .system_contracts
+            .contains_key("HISTORY_STORAGE_ADDRESS"));
         assert_eq!(
             current.blob_schedule.as_ref().map(|b| b.max),
             Some(6),
@@ -418,7 +420,10 @@ mod tests {
         let shanghai = serde_json::to_value(config_at(&spec, 7).expect("an answer")).unwrap();
         assert_eq!(shanghai["current"]["activationTime"], 5);
         assert_eq!(shanghai["current"]["blobSchedule"], serde_json::Value::Null);
-        assert_eq!(shanghai["current"]["systemContracts"], serde_json::json!({}));
+        assert_eq!(
+            shanghai["current"]["systemContracts"],
+            serde_json::json!({})
+        );
         assert_eq!(shanghai["next"]["activationTime"], 10);
     }
 }

@@ -76,31 +76,6 @@ struct Installed {
     last_poll: Instant,
 }
 
-/// geth refuses a log filter whose range can never hold a block when it is installed, not at
-/// its first poll: a number range that ends before it starts, or one from the head on to a
-/// fixed number.
-fn check_range(filter: &Filter) -> RpcResult<()> {
-    let FilterBlockOption::Range {
-        from_block,
-        to_block,
-    } = filter.block_option
-    else {
-        return Ok(());
-    };
-    let from_head = matches!(from_block, None | Some(BlockNumberOrTag::Latest));
-    let impossible = match (from_block, to_block) {
-        (Some(BlockNumberOrTag::Number(from)), Some(BlockNumberOrTag::Number(to))) => to < from,
-        (_, Some(BlockNumberOrTag::Number(_))) => from_head,
-        _ => false,
-    };
-    if impossible {
-        return Err(RpcError::Server(
-            "invalid from and to block combination".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Filter `id` if `owner` installed it; to anyone else it does not exist.
 fn owned_by<'a>(
     installed: &'a mut HashMap<String, Installed>,
@@ -261,7 +236,7 @@ impl EthFilters {
 impl EthFilterApiServer for EthFilters {
     fn new_filter(&self, ext: &Extensions, criteria: Value) -> JsonRpcResult<String> {
         let filter = LogFilter::parse(&criteria, 0)?;
-        check_range(&filter.filter)?;
+        filter.check_live_range()?;
         let watch = Watch::Logs {
             criteria,
             filter: Box::new(filter),

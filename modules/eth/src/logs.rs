@@ -52,6 +52,52 @@ impl LogFilter {
         })
     }
 
+    /// geth refuses a filter that follows new blocks (a polled filter or a `logs`
+    /// subscription) whose range can never hold a block, when it is installed: a number range
+    /// that ends before it starts, or one from the head on to a fixed number.
+    pub fn check_live_range(&self) -> RpcResult<()> {
+        let FilterBlockOption::Range {
+            from_block,
+            to_block,
+        } = self.filter.block_option
+        else {
+            return Ok(());
+        };
+        let from_head = matches!(from_block, None | Some(BlockNumberOrTag::Latest));
+        let impossible = match (from_block, to_block) {
+            (Some(BlockNumberOrTag::Number(from)), Some(BlockNumberOrTag::Number(to))) => to < from,
+            (_, Some(BlockNumberOrTag::Number(_))) => from_head,
+            _ => false,
+        };
+        if impossible {
+            return Err(RpcError::Server(
+                "invalid from and to block combination".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the filter's block numbers (if it names any) take in block `number`; a tag
+    /// bounds nothing here, as in geth's live filtering.
+    pub fn covers_block(&self, number: u64) -> bool {
+        let FilterBlockOption::Range {
+            from_block,
+            to_block,
+        } = self.filter.block_option
+        else {
+            return true;
+        };
+        let after_from = match from_block {
+            Some(BlockNumberOrTag::Number(from)) => number >= from,
+            _ => true,
+        };
+        let before_to = match to_block {
+            Some(BlockNumberOrTag::Number(to)) => number <= to,
+            _ => true,
+        };
+        after_from && before_to
+    }
+
     pub fn matches(&self, log: &alloy::primitives::Log) -> bool {
         log.topics().len() >= self.topic_positions && self.filter.matches(log)
     }

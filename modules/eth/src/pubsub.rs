@@ -62,18 +62,15 @@ fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
         },
         "logs" => {
             let params = params.unwrap_or_else(|| Value::Object(Default::default()));
-            if let Some(obj) = params.as_object() {
-                // Live logs have no range: geth refuses one too.
-                if ["fromBlock", "toBlock", "blockHash"]
-                    .iter()
-                    .any(|k| obj.get(*k).is_some_and(|v| !v.is_null()))
-                {
-                    return Err(RpcError::invalid_params(
-                        "a logs subscription takes address and topics only, not a block range",
-                    ));
-                }
+            // One block is no stream to follow (geth ignores it; a mistake, most likely).
+            if params.get("blockHash").is_some_and(|v| !v.is_null()) {
+                return Err(RpcError::invalid_params(
+                    "a logs subscription follows new blocks: blockHash does not apply",
+                ));
             }
+            // A block range bounds which new blocks' logs come, as in geth.
             let filter = LogFilter::parse(&params, 1)?;
+            filter.check_live_range()?;
             Ok(Kind::Logs(Box::new(filter)))
         }
         "newPendingTransactions" => match params {
@@ -87,9 +84,10 @@ fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
             None => Ok(Kind::Syncing),
             Some(_) => Err(RpcError::invalid_params("syncing takes no parameters")),
         },
-        other => Err(RpcError::invalid_params(format!(
-            "no \"{other}\" subscription: newHeads, logs, newPendingTransactions and syncing \
-             are offered"
+        // geth's code for a subscription it does not have: -32601.
+        other => Err(RpcError::MethodNotAvailable(format!(
+            "no \"{other}\" subscription in eth namespace (newHeads, logs, \
+             newPendingTransactions and syncing are offered)"
         ))),
     }
 }
@@ -214,6 +212,11 @@ async fn follow_chain(
             }
             // A head that left the chain is not announced; its replacement is.
             (ChainEvent::Removed(_), None) => Ok(()),
+            (ChainEvent::Added(block) | ChainEvent::Removed(block), Some(filter))
+                if !filter.covers_block(block.block.number()) =>
+            {
+                Ok(())
+            }
             (ChainEvent::Added(block), Some(filter)) => {
                 send_all(
                     &sink,
@@ -319,8 +322,23 @@ mod tests {
             panic!("a logs filter");
         };
         assert_eq!(filter.filter.address.len(), 1);
-        let err = parse_kind("logs", Some(json!({"fromBlock": "0x1"}))).unwrap_err();
+        // A range bounds the blocks followed; one that can hold none is refused, as geth.
+        let Ok(Kind::Logs(ranged)) =
+            parse_kind("logs", Some(json!({"fromBlock": "0x5", "toBlock": "0x6"})))
+        else {
+            panic!("a ranged logs filter");
+        };
+        assert!(!ranged.covers_block(4) && ranged.covers_block(5) && !ranged.covers_block(7));
+        let err =
+            parse_kind("logs", Some(json!({"fromBlock": "0x6", "toBlock": "0x5"}))).unwrap_err();
+        assert_eq!(err.code(), -32000);
+        let err = parse_kind(
+            "logs",
+            Some(json!({"blockHash": format!("0x{}", "11".repeat(32))})),
+        )
+        .unwrap_err();
         assert_eq!(err.code(), -32602);
+        assert_eq!(parse_kind("blocks", None).unwrap_err().code(), -32601);
         assert!(parse_kind("logs", Some(json!({"address": "0x12"}))).is_err());
         assert!(matches!(
             parse_kind("newPendingTransactions", Some(json!(true))),
@@ -332,6 +350,5 @@ mod tests {
             parse_kind("syncing", Some(json!({}))).unwrap_err().code(),
             -32602
         );
-        assert_eq!(parse_kind("blocks", None).unwrap_err().code(), -32602);
     }
 }
