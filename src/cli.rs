@@ -36,7 +36,7 @@ pub struct ChainArgs {
     #[arg(long, default_value = "dev")]
     pub chain: String,
     /// Where the database lives. Defaults to a per-chain folder under the user's data dir
-    /// (a temporary folder for `--chain dev` without --datadir).
+    /// (`node --dev` without --datadir: a temporary folder, removed when the node stops).
     #[arg(long)]
     pub datadir: Option<PathBuf>,
 }
@@ -48,8 +48,8 @@ pub struct NodeArgs {
     /// Mine a block as soon as transactions wait (or every --dev.block-time seconds).
     #[arg(long)]
     pub dev: bool,
-    /// Mine on this interval instead of per transaction.
-    #[arg(long = "dev.block-time", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Mine on this interval instead of per transaction (with --dev).
+    #[arg(long = "dev.block-time", value_parser = clap::value_parser!(u64).range(1..), requires = "dev")]
     pub dev_block_time: Option<u64>,
     #[arg(long = "authrpc.addr", default_value = "127.0.0.1")]
     pub authrpc_addr: std::net::IpAddr,

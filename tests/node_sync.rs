@@ -47,6 +47,34 @@ fn import(datadir: &Path, file: &Path) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// A chain read from a pipe (a FIFO, `<(zcat chain.rlp.gz)`) is read once, whole: the import
+/// does not open it a second time after the writer has gone.
+#[test]
+fn import_reads_a_pipe_once() {
+    let dir = TempDir::new("import-fifo");
+    let fifo = dir.path().join("chain.fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let data = std::fs::read(conformance_dir().join("chain.rlp")).expect("chain.rlp");
+            std::fs::write(&fifo, data)
+        })
+    };
+    let datadir = TempDir::new("import-fifo-data");
+    let (ok, out) = import(datadir.path(), &fifo);
+    assert!(ok, "{out}");
+    assert!(out.contains("54 blocks imported"), "{out}");
+    writer
+        .join()
+        .expect("writer")
+        .expect("the whole chain written");
+}
+
 /// Head number and hash, and a check that every block up to the head is whole.
 fn stored_head(datadir: &Path) -> (u64, B256) {
     let chain = simnode::chain::load(execution_apis_genesis().to_str().expect("utf8 path"))

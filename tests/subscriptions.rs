@@ -259,7 +259,10 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
     let answer = ws.call("eth_subscribe", json!(["blocks"])).await;
     assert_eq!(answer["error"]["code"], -32601, "{answer}");
     let answer = ws
-        .call("eth_subscribe", json!(["logs", {"fromBlock": "0x5", "toBlock": "0x4"}]))
+        .call(
+            "eth_subscribe",
+            json!(["logs", {"fromBlock": "0x5", "toBlock": "0x4"}]),
+        )
         .await;
     assert_eq!(answer["error"]["code"], -32000, "{answer}");
     // Params jsonrpsee itself refuses (no kind at all) get one answer, not two.

@@ -39,6 +39,10 @@ pub enum ChainError {
         "chain `{0}` has no built-in genesis allocation: pass its geth genesis.json with --chain PATH to execute from genesis"
     )]
     NoAlloc(String),
+    #[error(
+        "{path} is not a genesis file: it has no chain configuration (`config` with a `chainId`)"
+    )]
+    NoConfig { path: String },
 }
 
 /// Resolves `--chain`: a built-in name or a path to a genesis.json.
@@ -65,8 +69,20 @@ pub fn load(chain: &str) -> Result<NodeChain, ChainError> {
                     path: path.to_string(),
                     error,
                 })?;
-            let genesis: Genesis =
+            let raw: serde_json::Value =
                 serde_json::from_str(&text).map_err(|error| ChainError::Parse {
+                    path: path.to_string(),
+                    error,
+                })?;
+            // serde fills in a missing config with mainnet's chain id: any stray JSON file
+            // would start a node calling itself mainnet. geth refuses it too.
+            if raw.pointer("/config/chainId").is_none_or(|id| id.is_null()) {
+                return Err(ChainError::NoConfig {
+                    path: path.to_string(),
+                });
+            }
+            let genesis: Genesis =
+                serde_json::from_value(raw).map_err(|error| ChainError::Parse {
                     path: path.to_string(),
                     error,
                 })?;
@@ -259,5 +275,25 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(chain.spec.chain_id, 3503995874084926);
+    }
+
+    /// A JSON file without a chain configuration is no genesis (serde would make it mainnet).
+    #[test]
+    fn a_file_without_a_chain_configuration_is_refused() {
+        let dir = std::env::temp_dir().join(format!("simnode-no-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in [
+            ("empty.json", "{}"),
+            (
+                "no-chain-id.json",
+                r#"{"config": {"homesteadBlock": 0}, "alloc": {}}"#,
+            ),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            let err = load(path.to_str().unwrap()).err().expect("refused");
+            assert!(matches!(err, ChainError::NoConfig { .. }), "{name}: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -79,7 +79,14 @@ pub fn parse_origin_flag(value: &str) -> Result<String, String> {
             "{value:?} is not an origin (scheme://host[:port], no path)"
         ));
     }
-    Ok(value.to_ascii_lowercase())
+    // Browsers leave a scheme's default port out of `Origin`: so must the listed origin, or it
+    // would never match.
+    let (scheme, host) = (scheme.to_ascii_lowercase(), host.to_ascii_lowercase());
+    let host = match (scheme.as_str(), host.rsplit_once(':')) {
+        ("https", Some((name, "443"))) | ("http", Some((name, "80"))) => name.to_string(),
+        _ => host,
+    };
+    Ok(format!("{scheme}://{host}"))
 }
 
 /// Adds the CORS headers for a request from `origin` to its answer (nothing when the origin is
@@ -154,6 +161,19 @@ mod tests {
         let err = parse_origin_flag("app.example.com").unwrap_err();
         assert!(err.contains("https://app.example.com"), "{err}");
         assert!(parse_origin_flag("https://app.example.com/path").is_err());
+        // A default port is left out, as browsers leave it out of `Origin`.
+        assert_eq!(
+            parse_origin_flag("https://A.com:443"),
+            Ok("https://a.com".into())
+        );
+        assert_eq!(
+            parse_origin_flag("HTTP://a.com:80"),
+            Ok("http://a.com".into())
+        );
+        assert_eq!(
+            parse_origin_flag("https://a.com:8443"),
+            Ok("https://a.com:8443".into())
+        );
         assert!(parse_origin_flag("://x").is_err());
         assert!(parse_origin_flag("https://").is_err());
     }

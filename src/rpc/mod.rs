@@ -80,7 +80,7 @@ pub struct RpcArgs {
     #[arg(long = "http.port", default_value_t = 8545)]
     pub http_port: u16,
     /// Adds an API key for this run on top of the stored ones.
-    #[arg(long = "api-key")]
+    #[arg(long = "api-key", value_parser = api_key_arg)]
     pub api_keys: Vec<String>,
     #[arg(long = "rpc.max-simulate-blocks", default_value_t = 16)]
     pub max_simulate_blocks: u64,
@@ -477,7 +477,19 @@ pub async fn start(
     })
 }
 
-/// Subscription ids as geth makes them: `0x` and 32 random hex digits.
+/// An `--api-key` a URL can carry as its last path segment (`/v3/<KEY>`, not percent-decoded):
+/// one that cannot would be a key no request can use.
+fn api_key_arg(key: &str) -> Result<String, String> {
+    let unusable = |c: char| c.is_whitespace() || c.is_control() || "/?#%".contains(c);
+    if key.is_empty() || key.chars().any(unusable) {
+        return Err(format!(
+            "{key:?} cannot be sent in a URL path as /v3/<KEY>: use letters, digits, '-', '_' or '.'"
+        ));
+    }
+    Ok(key.to_string())
+}
+
+/// Subscription ids as geth makes them: `0x` and up to 32 random hex digits, a quantity.
 #[derive(Debug)]
 struct HexSubscriptionIds;
 
@@ -581,6 +593,19 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => tracing::info!(target: "simnode::rpc", "SIGINT: shutting down"),
         () = term => tracing::info!(target: "simnode::rpc", "SIGTERM: shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod api_key_arg_tests {
+    #[test]
+    fn keys_a_url_cannot_carry_are_refused() {
+        for bad in ["", "a/b", "a b", "x?y", "x#y", "50%", "tab\t"] {
+            assert!(super::api_key_arg(bad).is_err(), "{bad:?}");
+        }
+        for good in ["mykey", "f7caa248-1b2c", "a_b.c"] {
+            assert_eq!(super::api_key_arg(good).as_deref(), Ok(good));
+        }
     }
 }
 

@@ -213,8 +213,14 @@ impl Store {
             })?;
         }
         // redb panics on some damage it meets while opening (an unreachable branch of its
-        // B-tree code) where other damage is an error: both end as an error here.
-        let db = std::panic::catch_unwind(|| Database::create(&path)).map_err(|panic| {
+        // B-tree code) where other damage is an error: both end as an error here, and the
+        // panic's own report (the default hook's "thread 'main' panicked", which reads as a
+        // crash) is held back while the database opens, before anything else runs.
+        let quiet = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let opened = std::panic::catch_unwind(|| Database::create(&path));
+        std::panic::set_hook(quiet);
+        let db = opened.map_err(|panic| {
             let what = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())

@@ -24,13 +24,20 @@ use crate::{cli::ImportArgs, exec, node::open_store, store::Store};
 
 pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     args.cache.apply();
-    // Checked before the datadir is opened, which would create it for nothing.
-    for file in &args.files {
-        std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
-    }
+    // Opened before the datadir is, which would create it for nothing; and read through the
+    // same handles, so that a pipe (`<(zcat chain.rlp.gz)`, a FIFO) is read once, by us.
+    let opened = args
+        .files
+        .iter()
+        .map(|file| {
+            std::fs::File::open(file)
+                .map(|handle| (file, handle))
+                .with_context(|| format!("cannot read {}", file.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let (store, _chain) = open_store(&args.chain)?;
-    for file in &args.files {
-        let stats = import_file(&store, file)?;
+    for (file, handle) in opened {
+        let stats = import_from(&store, file, handle)?;
         println!(
             "{}: {} blocks imported, {} already stored, head #{} ({:.1} Mgas/s)",
             file.display(),
@@ -62,8 +69,17 @@ impl ImportStats {
     }
 }
 
-pub fn import_file(store: &Store, path: &Path) -> anyhow::Result<ImportStats> {
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+/// Imports the blocks `handle` (opened from `path`, which names it in errors) reads to its end.
+fn import_from(
+    store: &Store,
+    path: &Path,
+    mut handle: std::fs::File,
+) -> anyhow::Result<ImportStats> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    handle
+        .read_to_end(&mut data)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     import_bytes(store, &data).with_context(|| format!("importing {}", path.display()))
 }
 
