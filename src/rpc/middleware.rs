@@ -232,8 +232,8 @@ where
         let params = request.params.clone();
         let id = request.id.clone();
         // Refused before it runs: switched off on this network, outside the key's method
-        // list, too many arguments, or a subscription over HTTP, which cannot carry its
-        // notifications (in that order).
+        // list, too many arguments, a subscription over HTTP, which cannot carry its
+        // notifications, or an unsubscription without an id or over HTTP (in that order).
         let callback = shared.methods.method(&method);
         let subscription = matches!(callback, Some(MethodCallback::Subscription(_)));
         let unsubscription = matches!(callback, Some(MethodCallback::Unsubscription(_)));
