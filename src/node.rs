@@ -138,6 +138,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         tx_sync_timeout: Duration::from_millis(args.rpc.tx_sync_timeout_ms),
         tx_sync_max_timeout: Duration::from_millis(args.rpc.tx_sync_max_timeout_ms),
         allow_unprotected_txs: args.rpc.allow_unprotected_txs || args.dev,
+        anvil_compatible: args.dev,
         // A dev node takes what anvil takes: no fee cap, no least tip, unless asked.
         tx_fee_cap: match args.rpc.tx_fee_cap_ether {
             Some(ether) => RpcLimits::tx_fee_cap_from_ether(ether).map_err(anyhow::Error::msg)?,

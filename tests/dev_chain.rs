@@ -623,6 +623,11 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
         "a dev chain's finality goes back with its head"
     );
     assert_eq!(node.result("evm_revert", json!([snapshot])), json!(false));
+    // Ids are never given again: a new snapshot does not take the used-up one's id, so that
+    // id stays refused rather than naming the new snapshot.
+    let newer = node.result("evm_snapshot", json!([]));
+    assert_ne!(newer, snapshot);
+    assert_eq!(node.result("evm_revert", json!([snapshot])), json!(false));
     // The same transfer again: the sender's nonce is back too.
     let again = node.result(
         "eth_sendTransaction",
@@ -645,8 +650,7 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
     // What it refuses.
     for (method, params) in [
         ("evm_setNextBlockTimestamp", json!([0])),
-        ("evm_mine", json!([{"blocks": 0}])),
-        ("evm_mine", json!([{"blocks": 100_000}])),
+        ("evm_mine", json!([{"blocks": 1_000_001}])),
         ("evm_increaseTime", json!([-5])),
         ("evm_increaseTime", json!(["soon"])),
         // Past what a timestamp, or the next block's, can hold.
@@ -2019,4 +2023,50 @@ fn the_pool_keeps_geths_rules() {
         vec![],
     );
     assert!(node.call("eth_sendRawTransaction", json!([cheaper]))["result"].is_string());
+}
+
+/// What hardhat-network-helpers need of a dev node, sent as they send it: a client version
+/// they accept (they refuse to run otherwise), `hardhat_setPrevRandao`, `mine` of any count,
+/// a dropped transaction that was mined is an error, and snapshot ids that are never reused.
+#[test]
+fn hardhat_network_helpers_find_what_they_need() {
+    let node = Node::start(TempDir::new("dev-hardhat"), Path::new("dev"), &["--dev"]);
+    let version = node.result("web3_clientVersion", json!([]));
+    assert!(
+        version
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase()
+            .starts_with("anvil"),
+        "{version}"
+    );
+    // setPrevRandao(0x75bcd15): the next block's mixHash (what PREVRANDAO reads).
+    let randao = format!("0x{:064x}", 0x75bcd15);
+    assert_eq!(
+        node.result("hardhat_setPrevRandao", json!([randao])),
+        json!(true)
+    );
+    node.result("hardhat_mine", json!(["0x1", "0x1"]));
+    let head = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(head["mixHash"], json!(randao));
+    node.result("hardhat_mine", json!(["0x1"]));
+    let next = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    assert_ne!(next["mixHash"], json!(randao), "for one block only");
+    // mine(0) mines nothing; mineUpTo past the old 1,000-block bound works.
+    let before = quantity(&node.result("eth_blockNumber", json!([])));
+    assert_eq!(node.result("hardhat_mine", json!(["0x0"])), Value::Null);
+    assert_eq!(quantity(&node.result("eth_blockNumber", json!([]))), before);
+    node.result("hardhat_mine", json!(["0x3e9"]));
+    assert_eq!(
+        quantity(&node.result("eth_blockNumber", json!([]))),
+        before + 1001
+    );
+    // A transaction a block took cannot be dropped.
+    let hash = node.result(
+        "eth_sendTransaction",
+        json!([{"from": ADDR0, "to": ADDR0, "value": "0x1"}]),
+    );
+    receipt_when_mined(&node, "the transfer", &hash);
+    let r = node.call("hardhat_dropTransaction", json!([hash]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 }

@@ -62,8 +62,10 @@ use crate::{
     sync::dev::{DevChain, DevClock, MiningMode, StateEdit},
 };
 
-/// Most blocks one `evm_mine` mines.
-pub const MAX_BLOCKS_PER_MINE: u64 = 1000;
+/// Most blocks one `evm_mine` / `*_mine` mines: enough for a governance test's voting period
+/// (tens of thousands of blocks; about 1.4 ms an empty block in the release build), a bound on
+/// what one request can make the node do. Hardhat and anvil set none; zero mines nothing.
+pub const MAX_BLOCKS_PER_MINE: u64 = 1_000_000;
 
 /// The most positional params each method reads.
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[
@@ -105,6 +107,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("anvil_removePoolTransactions", 1),
     ("anvil_setNextBlockBaseFeePerGas", 1),
     ("hardhat_setNextBlockBaseFeePerGas", 1),
+    ("hardhat_setPrevRandao", 1),
     ("evm_setBlockGasLimit", 1),
     ("anvil_setBlockGasLimit", 1),
     ("anvil_setBlockTimestampInterval", 1),
@@ -184,6 +187,9 @@ pub trait DevControlsApi {
     fn anvil_set_next_base_fee(&self, fee: Value) -> RpcResult<()>;
     #[method(name = "hardhat_setNextBlockBaseFeePerGas")]
     fn hardhat_set_next_base_fee(&self, fee: Value) -> RpcResult<bool>;
+    /// The next block's PREVRANDAO (its `mixHash`), 32 bytes.
+    #[method(name = "hardhat_setPrevRandao")]
+    fn hardhat_set_prev_randao(&self, randao: B256) -> RpcResult<bool>;
     #[method(name = "evm_setBlockGasLimit", aliases = ["anvil_setBlockGasLimit"])]
     fn set_block_gas_limit(&self, gas_limit: Value) -> RpcResult<bool>;
     #[method(name = "anvil_setBlockTimestampInterval")]
@@ -217,6 +223,9 @@ struct Snapshot {
 pub struct DevControls {
     dev: Arc<DevChain>,
     snapshots: Mutex<Vec<Snapshot>>,
+    /// The last snapshot id given: ids only grow, never reused after a revert or reset, so a
+    /// stale id is refused rather than taken for a newer snapshot (as hardhat and anvil).
+    last_snapshot_id: std::sync::atomic::AtomicU64,
     impersonation: Arc<Impersonation>,
 }
 
@@ -235,6 +244,7 @@ impl DevControls {
         Self {
             dev,
             snapshots: Mutex::new(Vec::new()),
+            last_snapshot_id: std::sync::atomic::AtomicU64::new(0),
             impersonation,
         }
     }
@@ -375,9 +385,9 @@ fn quantity(value: &Value, what: &str) -> Result<u64, RpcError> {
 }
 
 fn check_block_count(blocks: u64) -> Result<(), RpcError> {
-    if blocks == 0 || blocks > MAX_BLOCKS_PER_MINE {
+    if blocks > MAX_BLOCKS_PER_MINE {
         return Err(RpcError::invalid_params(format!(
-            "invalid block count {blocks}: from 1 to {MAX_BLOCKS_PER_MINE}"
+            "invalid block count {blocks}: at most {MAX_BLOCKS_PER_MINE}"
         )));
     }
     Ok(())
@@ -473,7 +483,10 @@ impl DevControlsApiServer for DevControls {
     fn snapshot(&self) -> RpcResult<U64> {
         let head = self.dev.store().head_header().map_err(internal)?;
         let mut snapshots = self.snapshots();
-        let id = snapshots.last().map_or(1, |s| s.id + 1);
+        let id = self
+            .last_snapshot_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
         snapshots.push(Snapshot {
             id,
             number: head.number,
@@ -582,12 +595,31 @@ impl DevControlsApiServer for DevControls {
     }
 
     fn anvil_drop_transaction(&self, hash: B256) -> RpcResult<()> {
-        self.dev.pool().drop_transaction(&hash);
+        self.dev
+            .between_blocks(|| self.dev.pool().drop_transaction(&hash));
         Ok(())
     }
 
+    /// Whether `hash` was waiting (and is dropped); one a block has taken is an error, as in
+    /// hardhat. Between blocks, so that a block being mined cannot take it meanwhile.
     fn hardhat_drop_transaction(&self, hash: B256) -> RpcResult<bool> {
-        Ok(self.dev.pool().drop_transaction(&hash))
+        self.dev.between_blocks(|| {
+            let mined = simnode_api::ChainView::transaction_location(&**self.dev.store(), &hash)
+                .map_err(internal)?
+                .is_some();
+            if mined {
+                return Err(RpcError::invalid_params(format!(
+                    "Transaction {hash} cannot be dropped because it's already mined"
+                ))
+                .into());
+            }
+            Ok(self.dev.pool().drop_transaction(&hash))
+        })
+    }
+
+    fn hardhat_set_prev_randao(&self, randao: B256) -> RpcResult<bool> {
+        self.dev.set_next_prev_randao(randao);
+        Ok(true)
     }
 
     fn drop_all_transactions(&self) -> RpcResult<()> {
@@ -664,7 +696,7 @@ impl DevControlsApiServer for DevControls {
             .collect();
         let instance = self.instance_id()?;
         Ok(serde_json::json!({
-            "clientVersion": simnode_eth::CLIENT_VERSION,
+            "clientVersion": simnode_eth::DEV_CLIENT_VERSION,
             "chainId": self.dev.store().spec().chain_id,
             "instanceId": instance,
             "latestBlockNumber": head.number,

@@ -39,6 +39,7 @@ pub fn build_block(
         coinbase: Address::ZERO,
         base_fee: None,
         gas_limit: None,
+        prev_randao: None,
     };
     let (block, changes) = assemble_block(store, candidates, settings, None)?;
     store.commit_block(&block, &changes)?;
@@ -55,6 +56,8 @@ struct BlockSettings {
     base_fee: Option<u64>,
     /// In place of the parent's.
     gas_limit: Option<u64>,
+    /// In place of the derived one (`hardhat_setPrevRandao`).
+    prev_randao: Option<B256>,
 }
 
 /// Builds the next block on the head as `settings` say, without storing it: the block and its
@@ -105,6 +108,9 @@ fn laid_out_header(store: &Store, parent: &Sealed<Header>, settings: &BlockSetti
     if let (Some(_), Some(fee)) = (header.base_fee_per_gas, settings.base_fee) {
         header.base_fee_per_gas = Some(fee);
     }
+    if let Some(randao) = settings.prev_randao {
+        header.mix_hash = randao;
+    }
     header
 }
 
@@ -122,6 +128,7 @@ pub struct DevChain {
     coinbase: Mutex<Address>,
     /// The next block's base fee (`anvil_setNextBlockBaseFeePerGas`), used by one block.
     next_base_fee: Mutex<Option<u64>>,
+    next_prev_randao: Mutex<Option<B256>>,
     /// The gas limit of the blocks mined from now on (`evm_setBlockGasLimit`), in place of the
     /// parent's.
     gas_limit: Mutex<Option<u64>>,
@@ -251,6 +258,7 @@ impl DevChain {
             mode: tokio::sync::watch::Sender::new(mode),
             coinbase: Mutex::new(Address::ZERO),
             next_base_fee: Mutex::new(None),
+            next_prev_randao: Mutex::new(None),
             gas_limit: Mutex::new(None),
         }
     }
@@ -286,6 +294,18 @@ impl DevChain {
         Ok(())
     }
 
+    /// Runs `f` between two blocks: no block is being mined while it runs (a pool change made
+    /// in `f` cannot race a block already taking the transaction).
+    pub fn between_blocks<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _one_at_a_time = lock(&self.mining);
+        f()
+    }
+
+    /// Sets the next block's PREVRANDAO (its `mixHash`), as `hardhat_setPrevRandao` does.
+    pub fn set_next_prev_randao(&self, randao: B256) {
+        *lock(&self.next_prev_randao) = Some(randao);
+    }
+
     /// Sets the gas limit of the blocks mined from now on.
     pub fn set_gas_limit(&self, gas_limit: u64) -> Result<(), String> {
         if !(MIN_GAS_LIMIT..=MAX_GAS_LIMIT).contains(&gas_limit) {
@@ -308,6 +328,7 @@ impl DevChain {
             clock: self.clock(),
             coinbase: *lock(&self.coinbase),
             base_fee: *lock(&self.next_base_fee),
+            prev_randao: *lock(&self.next_prev_randao),
             gas_limit: *lock(&self.gas_limit),
         }
     }
@@ -412,6 +433,12 @@ impl DevChain {
             // Unless a newer one was set meanwhile.
             let mut next = lock(&self.next_base_fee);
             if *next == settings.base_fee {
+                *next = None;
+            }
+        }
+        if settings.prev_randao.is_some() {
+            let mut next = lock(&self.next_prev_randao);
+            if *next == settings.prev_randao {
                 *next = None;
             }
         }

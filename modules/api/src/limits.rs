@@ -39,6 +39,9 @@ pub struct RpcLimits {
     pub tx_fee_cap: u128,
     /// Least tip per gas the pool takes (geth's `--txpool.pricelimit`).
     pub min_tip: u128,
+    /// A dev node, which serves anvil's test methods: `web3_clientVersion` starts with
+    /// `anvil`, as test helpers (hardhat-network-helpers) look for before they use them.
+    pub anvil_compatible: bool,
 }
 
 impl RpcLimits {
@@ -90,6 +93,7 @@ impl Default for RpcLimits {
             allow_unprotected_txs: false,
             tx_fee_cap: 1_000_000_000_000_000_000,
             min_tip: 1,
+            anvil_compatible: false,
         }
     }
 }

@@ -71,6 +71,20 @@ impl<T: serde::Serialize> MaybePending<T> {
 /// What `web3_clientVersion` answers.
 pub const CLIENT_VERSION: &str = concat!("simnode/v", env!("CARGO_PKG_VERSION"));
 
+/// What a dev node answers instead (see `RpcLimits::anvil_compatible`): hardhat-network-helpers
+/// refuse a node whose version does not start with `hardhat`, `zksync` or `anvil`.
+pub const DEV_CLIENT_VERSION: &str =
+    concat!("anvil-compatible/simnode/v", env!("CARGO_PKG_VERSION"));
+
+/// The `web3_clientVersion` of a node with `limits`.
+pub fn client_version(limits: &simnode_api::RpcLimits) -> &'static str {
+    if limits.anvil_compatible {
+        DEV_CLIENT_VERSION
+    } else {
+        CLIENT_VERSION
+    }
+}
+
 #[rpc(server)]
 pub trait EthApi {
     #[method(name = "eth_chainId")]
@@ -414,7 +428,7 @@ impl EthApiServer for Eth {
     }
 
     fn client_version(&self) -> JsonRpcResult<String> {
-        Ok(CLIENT_VERSION.to_owned())
+        Ok(client_version(&self.ctx.limits).to_owned())
     }
 
     fn block_number(&self) -> JsonRpcResult<U64> {
