@@ -1987,6 +1987,16 @@ fn the_pool_keeps_geths_rules() {
         tx(u64::MAX, 1, 10 * gwei, gwei, 21_000, vec![]),
         "nonce has max value",
     );
+    // A transaction behind a nonce gap is not pending: what it may spend does not count.
+    let gapped = tx(
+        nonce + 3,
+        9_000_000_000_000_000,
+        10 * gwei,
+        gwei,
+        21_000,
+        vec![],
+    );
+    assert!(node.call("eth_sendRawTransaction", json!([gapped]))["result"].is_string());
     // Two transfers of 0.006 ether: each fits the balance, both do not.
     let first = tx(
         nonce,
