@@ -9,7 +9,7 @@
 //!   clock is behind it, after a block took an earlier timestamp, as anvil answers).
 //! - `evm_setNextBlockTimestamp timestamp`: the next block's timestamp (after the head's); the
 //!   clock of the blocks after it goes on from there.
-//! - `evm_snapshot`: an id for the chain as it is now (head and clock).
+//! - `evm_snapshot`: an id for the chain as it is now (head and clock); ids are never reused.
 //! - `evm_revert id`: the chain back to that snapshot, the blocks after it dropped with their
 //!   transactions; `true`, or `false` for an unknown id. A snapshot is used up by its revert,
 //!   and the snapshots taken after it go with it (hardhat's rule).
@@ -29,11 +29,12 @@
 //!   `anvil_setIntervalMining seconds` (a block every so many seconds, as anvil reads it where
 //!   hardhat reads milliseconds; 0 turns it off), `anvil_getAutomine` / `hardhat_getAutomine`.
 //! - The pool: `anvil_dropTransaction` / `hardhat_dropTransaction hash` (hardhat's answers
-//!   whether it was waiting), `anvil_dropAllTransactions`, `anvil_removePoolTransactions
-//!   address`.
+//!   whether it was waiting, and refuses one a block took), `anvil_dropAllTransactions`,
+//!   `anvil_removePoolTransactions address`.
 //! - `anvil_setCoinbase` / `hardhat_setCoinbase address`: the beneficiary of later blocks.
 //! - `anvil_setNextBlockBaseFeePerGas` / `hardhat_setNextBlockBaseFeePerGas fee`: the next
 //!   block's base fee (the blocks after it derive theirs from it, as EIP-1559 does).
+//! - `hardhat_setPrevRandao value`: the next block's PREVRANDAO (`mixHash`). `true`.
 //! - `evm_setBlockGasLimit` / `anvil_setBlockGasLimit gas`: the gas limit of later blocks
 //!   (5000 to 2^63 - 1, geth's bounds). `true`.
 //! - `anvil_setBlockTimestampInterval seconds`: later blocks' timestamps step by it from their
