@@ -360,19 +360,24 @@ impl Inner {
         true
     }
 
-    /// `sender`'s transactions in the gapless run from `nonce` not announced yet, marked so.
-    fn newly_executable(&mut self, sender: &Address, nonce: u64) -> Vec<Recovered<TxEnvelope>> {
+    /// The hashes of `sender`'s transactions with nonces `from`, `from + 1`, ... up to the
+    /// first gap: those that can run one after the other once the account is at `from`.
+    fn run(&self, sender: &Address, from: u64) -> Vec<B256> {
         let Some(nonces) = self.by_sender.get(sender) else {
             return Vec::new();
         };
-        let mut fresh = Vec::new();
-        let mut next = nonce;
-        while let Some(hash) = nonces.get(&next) {
-            if !self.announced.contains(hash) {
-                fresh.push(*hash);
-            }
-            next += 1;
-        }
+        (from..)
+            .map_while(|nonce| nonces.get(&nonce).copied())
+            .collect()
+    }
+
+    /// `sender`'s transactions in the gapless run from `nonce` not announced yet, marked so.
+    fn newly_executable(&mut self, sender: &Address, nonce: u64) -> Vec<Recovered<TxEnvelope>> {
+        let fresh: Vec<B256> = self
+            .run(sender, nonce)
+            .into_iter()
+            .filter(|hash| !self.announced.contains(hash))
+            .collect();
         for hash in &fresh {
             self.announced.insert(*hash);
         }
@@ -421,24 +426,16 @@ impl TxPool for Pool {
     }
 
     fn next_nonce(&self, sender: &Address, state_nonce: u64) -> u64 {
-        let inner = self.lock();
-        let mut next = state_nonce;
-        if let Some(nonces) = inner.by_sender.get(sender) {
-            while nonces.contains_key(&next) {
-                next += 1;
-            }
-        }
-        next
+        state_nonce + self.lock().run(sender, state_nonce).len() as u64
     }
 
-    fn sender_transactions(&self, sender: &Address) -> Vec<TxEnvelope> {
+    fn pending_run(&self, sender: &Address, state_nonce: u64) -> Vec<TxEnvelope> {
         let inner = self.lock();
-        inner.by_sender.get(sender).map_or_else(Vec::new, |nonces| {
-            nonces
-                .values()
-                .map(|hash| inner.by_hash[hash].inner().clone())
-                .collect()
-        })
+        inner
+            .run(sender, state_nonce)
+            .iter()
+            .map(|hash| inner.by_hash[hash].inner().clone())
+            .collect()
     }
 
     fn promote(&self, sender: &Address, state_nonce: u64) {
@@ -448,13 +445,9 @@ impl TxPool for Pool {
 
     fn pending_nonce(&self, sender: &Address) -> Option<u64> {
         let inner = self.lock();
-        let nonces = inner.by_sender.get(sender)?;
         // The next nonce after the gapless run starting at the lowest pending one.
-        let mut next = *nonces.keys().next()?;
-        while nonces.contains_key(&next) {
-            next += 1;
-        }
-        Some(next)
+        let lowest = *inner.by_sender.get(sender)?.keys().next()?;
+        Some(lowest + inner.run(sender, lowest).len() as u64)
     }
 }
 

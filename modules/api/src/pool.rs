@@ -52,8 +52,9 @@ pub trait TxPool: Send + Sync {
     /// The next nonce of `sender` counting its pending transactions, if it has any.
     fn pending_nonce(&self, sender: &Address) -> Option<u64>;
 
-    /// Every transaction of `sender` the pool holds, in nonce order.
-    fn sender_transactions(&self, _sender: &Address) -> Vec<TxEnvelope> {
+    /// `sender`'s pending transactions: the gapless run of nonces from `state_nonce` (its
+    /// nonce in the latest state), in nonce order.
+    fn pending_run(&self, _sender: &Address, _state_nonce: u64) -> Vec<TxEnvelope> {
         Vec::new()
     }
 

@@ -224,17 +224,7 @@ fn check(
     // What the sender's other pending transactions (the gapless run from its nonce, geth's
     // pending list) may spend counts too, as in geth's pool; a replacement counts for what it
     // adds to the one it replaces.
-    let mut next = account.nonce;
-    let pooled: Vec<TxEnvelope> = ctx
-        .pool
-        .sender_transactions(&sender)
-        .into_iter()
-        .filter(|t| {
-            let runs = alloy::consensus::Transaction::nonce(t) == next;
-            next += u64::from(runs);
-            runs
-        })
-        .collect();
+    let pooled = ctx.pool.pending_run(&sender, account.nonce);
     if !pooled.is_empty() {
         let queued: U256 = pooled.iter().map(max_cost).sum();
         let nonce = tx.nonce();
