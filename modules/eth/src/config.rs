@@ -113,11 +113,11 @@ pub fn eth_config(spec: &ChainSpec, chain: &dyn ChainView) -> RpcResult<EthConfi
     let head = chain
         .header(chain.head().latest)?
         .ok_or(RpcError::HeaderNotFound)?;
-    config_at(spec, head.timestamp)
+    Ok(config_at(spec, head.timestamp))
 }
 
 /// The configurations as seen at `timestamp`.
-fn config_at(spec: &ChainSpec, timestamp: u64) -> RpcResult<EthConfig> {
+fn config_at(spec: &ChainSpec, timestamp: u64) -> EthConfig {
     let scheduled: Vec<(EthereumHardfork, u64)> = config_forks()
         .iter()
         .filter_map(|fork| match spec.ethereum_fork_activation(*fork) {
@@ -134,11 +134,11 @@ fn config_at(spec: &ChainSpec, timestamp: u64) -> RpcResult<EthConfig> {
         }
         None => (!scheduled.is_empty()).then_some(0),
     };
-    Ok(EthConfig {
+    EthConfig {
         current: current_index.map(config),
         next: next_index.map(config),
         last: next_index.map(|_| config(scheduled.len() - 1)),
-    })
+    }
 }
 
 fn fork_config(spec: &ChainSpec, activation: u64) -> ForkConfig {
@@ -367,7 +367,7 @@ mod tests {
     #[test]
     fn current_next_and_last_follow_the_schedule() {
         let spec = two_forks();
-        let before = config_at(&spec, 150).expect("prague is current");
+        let before = config_at(&spec, 150);
         let current = before.current.as_ref().expect("current");
         assert_eq!(current.activation_time, 100);
         assert!(!current.precompiles.contains_key("P256VERIFY"));
@@ -382,11 +382,11 @@ mod tests {
         assert_ne!(next.fork_id, current.fork_id);
         assert_eq!(before.last.expect("last").activation_time, 200);
 
-        let after = config_at(&spec, 250).expect("osaka is current");
+        let after = config_at(&spec, 250);
         assert_eq!(after.current.expect("current").fork_id, next.fork_id);
         assert!(after.next.is_none() && after.last.is_none());
 
-        let cancun = config_at(&spec, 50).expect("cancun at genesis");
+        let cancun = config_at(&spec, 50);
         let current = cancun.current.as_ref().expect("current");
         assert_eq!(current.activation_time, 0);
         assert!(!current
@@ -413,11 +413,11 @@ mod tests {
             (EthereumHardfork::Shanghai, ForkCondition::Timestamp(5)),
             (EthereumHardfork::Cancun, ForkCondition::Timestamp(10)),
         ]);
-        let before = config_at(&spec, 3).expect("an answer");
+        let before = config_at(&spec, 3);
         assert!(before.current.is_none());
         assert_eq!(before.next.as_ref().map(|c| c.activation_time), Some(5));
         assert_eq!(before.last.as_ref().map(|c| c.activation_time), Some(10));
-        let shanghai = serde_json::to_value(config_at(&spec, 7).expect("an answer")).unwrap();
+        let shanghai = serde_json::to_value(config_at(&spec, 7)).unwrap();
         assert_eq!(shanghai["current"]["activationTime"], 5);
         assert_eq!(shanghai["current"]["blobSchedule"], serde_json::Value::Null);
         assert_eq!(
