@@ -1964,6 +1964,10 @@ fn the_pool_keeps_geths_rules() {
         })
     };
     let gwei = 1_000_000_000u128;
+    let accepted = |raw: String| {
+        let r = node.call("eth_sendRawTransaction", json!([raw]));
+        assert!(r["result"].is_string(), "{r}");
+    };
     let refused = |raw: String, words: &str| {
         let r = node.call("eth_sendRawTransaction", json!([raw]));
         let message = r["error"]["message"].as_str().unwrap_or_default();
@@ -1996,7 +2000,7 @@ fn the_pool_keeps_geths_rules() {
         21_000,
         vec![],
     );
-    assert!(node.call("eth_sendRawTransaction", json!([gapped]))["result"].is_string());
+    accepted(gapped);
     // Two transfers of 0.006 ether: each fits the balance, both do not.
     let first = tx(
         nonce,
@@ -2006,7 +2010,7 @@ fn the_pool_keeps_geths_rules() {
         21_000,
         vec![],
     );
-    assert!(node.call("eth_sendRawTransaction", json!([first]))["result"].is_string());
+    accepted(first);
     let code = refused(
         tx(nonce + 1, 6_000_000_000_000_000, 10 * gwei, gwei, 21_000, vec![]),
         "insufficient funds for gas * price + value: balance 10000000000000000, queued cost 6210000000000000, tx cost 6210000000000000, overshot 2420000000000000",
@@ -2032,7 +2036,7 @@ fn the_pool_keeps_geths_rules() {
         21_000,
         vec![],
     );
-    assert!(node.call("eth_sendRawTransaction", json!([cheaper]))["result"].is_string());
+    accepted(cheaper);
 }
 
 /// What hardhat-network-helpers need of a dev node, sent as they send it: a client version
