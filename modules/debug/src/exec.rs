@@ -51,6 +51,9 @@ pub(crate) struct Budget {
     pub deadline: Instant,
     /// The deadline's length, for the -32016 message.
     pub timeout_ms: u64,
+    /// Whether `deadline` is a traced transaction's own (the tracer option `timeout`) rather
+    /// than the request's: geth answers its end with -32000 "execution timeout".
+    pub tracer_timeout: bool,
     /// How long each traced transaction or call may take (the tracer option `timeout`, which
     /// geth applies per transaction), within the request's deadline.
     pub per_tx: Duration,
@@ -66,7 +69,7 @@ impl Budget {
         if own < self.deadline {
             Budget {
                 deadline: own,
-                timeout_ms: self.per_tx.as_millis().try_into().unwrap_or(u64::MAX),
+                tracer_timeout: true,
                 ..*self
             }
         } else {
@@ -75,7 +78,11 @@ impl Budget {
     }
 
     pub(crate) fn timed_out(&self) -> RpcError {
-        RpcError::Timeout(self.timeout_ms)
+        if self.tracer_timeout {
+            RpcError::Server("execution timeout".into())
+        } else {
+            RpcError::Timeout(self.timeout_ms)
+        }
     }
 
     fn too_large(&self) -> RpcError {
@@ -603,6 +610,7 @@ mod budget_tests {
         Budget {
             deadline: Instant::now() + left,
             timeout_ms: left.as_millis() as u64,
+            tracer_timeout: false,
             per_tx,
             max_bytes: 0,
         }
@@ -614,13 +622,15 @@ mod budget_tests {
         let tx = request.for_tx();
         assert!(tx.deadline < request.deadline);
         assert!(tx.deadline <= Instant::now() + Duration::from_millis(250));
-        assert_eq!(tx.timeout_ms, 250);
+        assert!(tx.tracer_timeout);
+        assert_eq!(tx.timed_out().code(), -32000);
         // A later transaction starts its own count.
         std::thread::sleep(Duration::from_millis(5));
         assert!(request.for_tx().deadline > tx.deadline);
         // Near the request's end, the request's deadline (and its message) comes first.
         let ending = budget(Duration::from_millis(100), Duration::from_secs(60));
         let tx = ending.for_tx();
-        assert_eq!((tx.deadline, tx.timeout_ms), (ending.deadline, 100));
+        assert_eq!((tx.deadline, tx.tracer_timeout), (ending.deadline, false));
+        assert_eq!(tx.timed_out().code(), -32016);
     }
 }

@@ -200,6 +200,7 @@ impl Debug {
         let budget = exec::Budget {
             deadline: Instant::now() + timeout,
             timeout_ms: timeout.as_millis().try_into().unwrap_or(u64::MAX),
+            tracer_timeout: false,
             per_tx,
             max_bytes: self.ctx.limits.max_vm_trace_bytes,
         };

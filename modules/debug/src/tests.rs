@@ -485,6 +485,14 @@ async fn deadline_and_trace_size_are_enforced() {
         json!(["0x1", {"timeout": "0s"}]),
     )
     .await;
+    // The tracer's own `timeout` ends as geth ends it; the request's deadline is -32016.
+    assert_eq!(resp["error"]["code"], -32000, "{resp}");
+    assert_eq!(resp["error"]["message"], "execution timeout", "{resp}");
+    let slow = fixture_with(RpcLimits {
+        evm_timeout: Duration::ZERO,
+        ..Default::default()
+    });
+    let resp = call(&slow.ctx, "debug_traceBlockByNumber", json!(["0x1"])).await;
     assert_eq!(resp["error"]["code"], -32016, "{resp}");
 
     let small = fixture_with(RpcLimits {
