@@ -123,7 +123,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     let pool = Arc::new(if args.dev {
         Pool::default()
     } else {
-        Pool::one_kind_per_sender()
+        Pool::strict()
     });
     let limits = RpcLimits {
         gas_cap: RpcLimits::gas_cap_from_flag(args.rpc.gas_cap),

@@ -16,7 +16,7 @@ use alloy::{
     eips::eip7594::BlobTransactionSidecarVariant,
     primitives::{Address, B256, U256},
 };
-use simnode_api::{events::EventSender, PoolEvent, RpcError, RpcResult, TxPool};
+use simnode_api::{events::EventSender, pool::SenderState, PoolEvent, RpcError, RpcResult, TxPool};
 use tokio::sync::Notify;
 
 /// Most transactions kept at once; beyond it new ones are refused rather than memory growing.
@@ -49,6 +49,10 @@ struct Inner {
     revision: u64,
     /// Transactions announced to `newPendingTransactions` (see [`TxPool::promote`]).
     announced: std::collections::HashSet<B256>,
+    /// The authorities of the EIP-7702 authorizations each waiting transaction carries (those
+    /// that recover), and how many waiting authorizations name each authority.
+    authorities: HashMap<B256, Vec<Address>>,
+    authorizing: HashMap<Address, usize>,
 }
 
 #[derive(Default)]
@@ -60,9 +64,9 @@ pub struct Pool {
     events: EventSender<PoolEvent>,
     /// Whether sidecars are being converted to cell proofs (see [`Pool::convert_to_cell_proofs`]).
     converting: AtomicBool,
-    /// Whether a sender's blob and other transactions are kept apart (see
-    /// [`Pool::one_kind_per_sender`]).
-    one_kind_per_sender: bool,
+    /// Whether the pool applies the rules of geth's and reth's pools that a dev node's (anvil's)
+    /// does not (see [`Pool::strict`]).
+    strict: bool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -72,13 +76,19 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// A pool that holds a sender's blob transactions or its other ones, not both, as geth's
-    /// (whose blob pool reserves the sender: "address already reserved") and reth's do: a
-    /// block builder could otherwise be handed a blob transaction stuck behind others of the
-    /// sender it cannot take. A dev node's pool (`default`) mixes them, as anvil's does.
-    pub fn one_kind_per_sender() -> Self {
+    /// A pool with the rules of geth's and reth's that a dev node's pool (`default`, as anvil's)
+    /// goes without:
+    /// - It holds a sender's blob transactions or its other ones, not both (geth's blob pool
+    ///   reserves the sender: "address already reserved"): a block builder could otherwise be
+    ///   handed a blob transaction stuck behind others of the sender it cannot take.
+    /// - EIP-7702's in-flight limits, as geth's legacy pool applies them: an account with a
+    ///   delegation, or named by a waiting authorization, has at most one executable
+    ///   transaction waiting and none behind a gap (any transaction may drain its balance, so
+    ///   the pool could not tell whether the later ones can pay); and an authorization may not
+    ///   name an account with more than one transaction waiting.
+    pub fn strict() -> Self {
         Self {
-            one_kind_per_sender: true,
+            strict: true,
             ..Self::default()
         }
     }
@@ -104,12 +114,25 @@ impl Pool {
     /// replacement that does not pay [`PRICE_BUMP_PERCENT`] more ([`BLOB_PRICE_BUMP_PERCENT`]
     /// for a blob transaction's), and one a full pool has no
     /// room for (in transactions, or in blobs when it brings a sidecar).
+    /// With `state` (the sender in the latest state, known for transactions sent over RPC), a
+    /// strict pool also applies the EIP-7702 limits.
     fn add(
         &self,
         tx: Recovered<TxEnvelope>,
         sidecar: Option<BlobTransactionSidecarVariant>,
+        state: Option<SenderState>,
     ) -> RpcResult<B256> {
         let hash = *tx.tx_hash();
+        // Recovered before the lock is taken: an ecrecover each.
+        let authorities: Vec<Address> = if self.strict {
+            tx.authorization_list()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|auth| auth.recover_authority().ok())
+                .collect()
+        } else {
+            Vec::new()
+        };
         {
             let mut inner = self.lock();
             if inner.by_hash.contains_key(&hash) {
@@ -117,7 +140,7 @@ impl Pool {
             }
             let sender = tx.signer();
             let nonce = tx.nonce();
-            let other_kind = self.one_kind_per_sender
+            let other_kind = self.strict
                 && inner.by_sender.get(&sender).is_some_and(|nonces| {
                     nonces
                         .values()
@@ -125,6 +148,9 @@ impl Pool {
                 });
             if other_kind {
                 return Err(RpcError::Server("address already reserved".into()));
+            }
+            if let (true, Some(state)) = (self.strict, state) {
+                inner.check_delegation_limits(sender, nonce, state, &authorities)?;
             }
             let replaced = inner
                 .by_sender
@@ -187,6 +213,12 @@ impl Pool {
                 .or_default()
                 .insert(nonce, hash);
             inner.by_hash.insert(hash, tx);
+            for authority in &authorities {
+                *inner.authorizing.entry(*authority).or_default() += 1;
+            }
+            if !authorities.is_empty() {
+                inner.authorities.insert(hash, authorities);
+            }
             if let Some(sidecar) = sidecar {
                 inner.blobs += blobs;
                 inner.sidecars.insert(hash, Arc::new(sidecar));
@@ -357,7 +389,52 @@ impl Inner {
             self.blobs -= sidecar.blobs().len();
         }
         self.announced.remove(hash);
+        for authority in self.authorities.remove(hash).unwrap_or_default() {
+            if let Some(count) = self.authorizing.get_mut(&authority) {
+                *count -= 1;
+                if *count == 0 {
+                    self.authorizing.remove(&authority);
+                }
+            }
+        }
         true
+    }
+
+    /// geth's EIP-7702 limits on a transaction of `sender` with `nonce` (see [`Pool::strict`])
+    /// whose authorizations name `authorities`.
+    fn check_delegation_limits(
+        &self,
+        sender: Address,
+        nonce: u64,
+        state: SenderState,
+        authorities: &[Address],
+    ) -> RpcResult<()> {
+        if state.delegated || self.authorizing.contains_key(&sender) {
+            let pending = self.run(&sender, state.nonce);
+            if pending.is_empty() {
+                if nonce != state.nonce {
+                    return Err(RpcError::Server(
+                        "gapped-nonce tx from delegated accounts".into(),
+                    ));
+                }
+            } else if nonce >= state.nonce + pending.len() as u64 {
+                // Only a replacement of the one waiting goes in.
+                return Err(RpcError::Server(
+                    "in-flight transaction limit reached for delegated accounts".into(),
+                ));
+            }
+        }
+        for authority in authorities {
+            let waiting = self.by_sender.get(authority);
+            let count = waiting.map_or(0, BTreeMap::len);
+            // A sender's blob transactions reserve it, as geth's blob pool does.
+            let blobs =
+                waiting.is_some_and(|nonces| nonces.values().any(|h| self.by_hash[h].is_eip4844()));
+            if count > 1 || blobs {
+                return Err(RpcError::Server("authority already reserved".into()));
+            }
+        }
+        Ok(())
     }
 
     /// The hashes of `sender`'s transactions with nonces `from`, `from + 1`, ... up to the
@@ -389,8 +466,17 @@ impl Inner {
 }
 
 impl TxPool for Pool {
+    fn admit(
+        &self,
+        tx: Recovered<TxEnvelope>,
+        sidecar: Option<BlobTransactionSidecarVariant>,
+        sender: SenderState,
+    ) -> RpcResult<B256> {
+        self.add(tx, sidecar, Some(sender))
+    }
+
     fn insert(&self, tx: Recovered<TxEnvelope>) -> RpcResult<B256> {
-        self.add(tx, None)
+        self.add(tx, None, None)
     }
 
     fn insert_with_sidecar(
@@ -398,7 +484,7 @@ impl TxPool for Pool {
         tx: Recovered<TxEnvelope>,
         sidecar: BlobTransactionSidecarVariant,
     ) -> RpcResult<B256> {
-        self.add(tx, Some(sidecar))
+        self.add(tx, Some(sidecar), None)
     }
 
     /// Per sender in nonce order; senders in the order their first transaction arrived.
@@ -539,7 +625,7 @@ mod tests {
         assert!(pool.insert(tx(a, 1, 110)).is_ok());
 
         // Outside a dev node, a sender's blob and other transactions do not mix.
-        let pool = Pool::one_kind_per_sender();
+        let pool = Pool::strict();
         pool.insert(blob_tx(100, 10, 50)).unwrap();
         let refused = pool.insert(tx(a, 1, 100)).unwrap_err().to_string();
         assert!(refused.contains("address already reserved"), "{refused}");
@@ -623,5 +709,122 @@ mod tests {
         pool.drop_all(None);
         assert!(pool.is_empty());
         assert!(pool.pending().is_empty());
+    }
+
+    /// A type-4 transaction of `sender` whose authorizations are signed by the dev keys
+    /// `authorities` (indices into the dev accounts).
+    fn set_code_tx(
+        sender: Address,
+        nonce: u64,
+        price: u128,
+        authorities: &[usize],
+    ) -> Recovered<TxEnvelope> {
+        use alloy::eips::eip7702::Authorization;
+        let keys = crate::chain::dev_signing_keys().unwrap();
+        let authorization_list = authorities
+            .iter()
+            .map(|i| {
+                let auth = Authorization {
+                    chain_id: U256::from(1337),
+                    address: Address::repeat_byte(0xde),
+                    nonce: 0,
+                };
+                let signature =
+                    crate::chain::sign_hash(&keys[*i].1, auth.signature_hash()).unwrap();
+                auth.into_signed(signature)
+            })
+            .collect();
+        let t = alloy::consensus::TxEip7702 {
+            chain_id: 1337,
+            nonce,
+            max_fee_per_gas: price,
+            max_priority_fee_per_gas: price,
+            gas_limit: 100_000,
+            authorization_list,
+            ..Default::default()
+        };
+        let signed = t.into_signed(Signature::test_signature());
+        Recovered::new_unchecked(TxEnvelope::Eip7702(signed), sender)
+    }
+
+    fn admitted(
+        pool: &Pool,
+        tx: Recovered<TxEnvelope>,
+        nonce: u64,
+        delegated: bool,
+    ) -> RpcResult<B256> {
+        pool.admit(tx, None, SenderState { nonce, delegated })
+    }
+
+    fn refused_with(result: RpcResult<B256>, words: &str) {
+        let err = result.expect_err(words).to_string();
+        assert!(err.contains(words), "{err}");
+    }
+
+    /// geth's EIP-7702 pool limits: a delegated account has one executable transaction
+    /// waiting at most (replaceable), none gapped.
+    #[test]
+    fn a_delegated_sender_has_one_transaction_in_flight() {
+        let pool = Pool::strict();
+        let a = Address::repeat_byte(1);
+        refused_with(
+            admitted(&pool, tx(a, 4, 10), 3, true),
+            "gapped-nonce tx from delegated accounts",
+        );
+        admitted(&pool, tx(a, 3, 10), 3, true).unwrap();
+        refused_with(
+            admitted(&pool, tx(a, 4, 10), 3, true),
+            "in-flight transaction limit reached for delegated accounts",
+        );
+        admitted(&pool, tx(a, 3, 20), 3, true).expect("a replacement goes in");
+        // An account without code stacks as many as it likes.
+        let b = Address::repeat_byte(2);
+        for n in 0..3 {
+            admitted(&pool, tx(b, n, 10), 0, false).unwrap();
+        }
+        // A dev node's pool, as anvil's, does not limit them.
+        let dev = Pool::default();
+        for n in 0..3 {
+            admitted(&dev, tx(a, n, 10), 0, true).unwrap();
+        }
+    }
+
+    /// An account a waiting authorization names is limited as a delegated one until that
+    /// transaction leaves the pool; an authorization may not name an account with more than
+    /// one transaction waiting.
+    #[test]
+    fn authorizations_reserve_their_authorities() {
+        let keys = crate::chain::dev_signing_keys().unwrap();
+        let (first, second) = (keys[1].0, keys[2].0);
+        let pool = Pool::strict();
+        let sponsor = Address::repeat_byte(9);
+        let authorizing = admitted(&pool, set_code_tx(sponsor, 0, 10, &[1]), 0, false).unwrap();
+        admitted(&pool, tx(first, 0, 10), 0, false).unwrap();
+        refused_with(
+            admitted(&pool, tx(first, 1, 10), 0, false),
+            "in-flight transaction limit reached for delegated accounts",
+        );
+        pool.drop_transaction(&authorizing);
+        admitted(&pool, tx(first, 1, 10), 0, false).expect("no authorization names it now");
+
+        // An authorization may name an account with one transaction waiting (which then may
+        // not stack more), not one with two.
+        admitted(&pool, tx(second, 0, 11), 0, false).unwrap();
+        admitted(&pool, set_code_tx(sponsor, 0, 10, &[2]), 0, false).expect("one waiting");
+        refused_with(
+            admitted(&pool, tx(second, 1, 11), 0, false),
+            "in-flight transaction limit reached for delegated accounts",
+        );
+        let third = keys[3].0;
+        admitted(&pool, tx(third, 0, 12), 0, false).unwrap();
+        admitted(&pool, tx(third, 1, 12), 0, false).unwrap();
+        refused_with(
+            admitted(&pool, set_code_tx(sponsor, 1, 10, &[1, 3]), 0, false),
+            "authority already reserved",
+        );
+        let dev = Pool::default();
+        dev.insert(tx(second, 0, 10)).unwrap();
+        dev.insert(tx(second, 1, 10)).unwrap();
+        admitted(&dev, set_code_tx(sponsor, 0, 10, &[2]), 0, false).unwrap();
     }
 }

@@ -1275,3 +1275,63 @@ fn a_damaged_database_is_an_error_not_a_panic() {
     let stderr = String::from_utf8_lossy(&damaged.stderr);
     assert!(stderr.contains("error: opening the database"), "{stderr}");
 }
+
+/// A node that is not a dev node applies geth's EIP-7702 pool limits to what
+/// eth_sendRawTransaction brings: an account with a delegation has one transaction waiting at
+/// most (a replacement of it goes in), and none behind a nonce gap.
+#[test]
+fn a_delegated_sender_has_one_transaction_in_flight() {
+    use alloy::{
+        consensus::{SignableTransaction, TxEip1559},
+        eips::Encodable2718,
+        primitives::{Address, Bytes, TxKind, U256},
+    };
+    let keys = simnode::chain::dev_signing_keys().expect("dev keys");
+    let (delegated, key) = (&keys[0].0, &keys[0].1);
+    let mut genesis = serde_json::to_value(simnode::chain::dev_genesis()).expect("genesis json");
+    let mut code = vec![0xef, 0x01, 0x00];
+    code.extend_from_slice(Address::repeat_byte(0xde).as_slice());
+    let alloc = genesis["alloc"].as_object_mut().expect("an alloc");
+    let entry = alloc
+        .iter_mut()
+        .find(|(address, _)| address.parse::<Address>().ok() == Some(*delegated))
+        .map(|(_, account)| account)
+        .expect("the first dev account is funded");
+    entry["code"] = json!(Bytes::from(code));
+    let dir = TempDir::new("delegated-sender");
+    let path = dir.path().join("genesis.json");
+    std::fs::write(&path, genesis.to_string()).expect("write genesis");
+    let node = Node::start(TempDir::new("delegated-sender-data"), &path, &[]);
+
+    let send = |nonce: u64, fee: u128| {
+        let tx = TxEip1559 {
+            chain_id: simnode::chain::DEV_CHAIN_ID,
+            nonce,
+            gas_limit: 100_000,
+            max_fee_per_gas: fee,
+            max_priority_fee_per_gas: fee,
+            to: TxKind::Call(Address::repeat_byte(0xaa)),
+            value: U256::from(1),
+            ..Default::default()
+        };
+        let signature = simnode::chain::sign_hash(key, tx.signature_hash()).expect("a signature");
+        let raw = TxEnvelope::from(tx.into_signed(signature)).encoded_2718();
+        node.call("eth_sendRawTransaction", json!([Bytes::from(raw)]))
+    };
+    let gwei = 1_000_000_000;
+    let gapped = send(1, 10 * gwei);
+    assert_eq!(
+        gapped["error"]["message"], "gapped-nonce tx from delegated accounts",
+        "{gapped}"
+    );
+    let first = send(0, 10 * gwei);
+    assert!(first["result"].is_string(), "{first}");
+    let second = send(1, 10 * gwei);
+    assert_eq!(
+        second["error"]["message"], "in-flight transaction limit reached for delegated accounts",
+        "{second}"
+    );
+    assert_eq!(second["error"]["code"], -32000);
+    let replacement = send(0, 20 * gwei);
+    assert!(replacement["result"].is_string(), "{replacement}");
+}

@@ -30,7 +30,33 @@ pub fn kzg_settings() -> &'static KzgSettings {
     c_kzg::ethereum_kzg_settings(0)
 }
 
+/// What the latest state says of a transaction's sender, for the pool rules that depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderState {
+    /// The sender's nonce.
+    pub nonce: u64,
+    /// Whether the sender has code: under EIP-3607 only an EIP-7702 delegation lets an
+    /// account with code send.
+    pub delegated: bool,
+}
+
 pub trait TxPool: Send + Sync {
+    /// Adds a transaction sent over RPC, checked by the caller against the latest state, where
+    /// `sender` stands: [`Self::insert`] or [`Self::insert_with_sidecar`] and the rules that
+    /// depend on that state (geth's EIP-7702 in-flight limits), in a pool that applies them.
+    fn admit(
+        &self,
+        tx: Recovered<TxEnvelope>,
+        sidecar: Option<BlobTransactionSidecarVariant>,
+        sender: SenderState,
+    ) -> RpcResult<B256> {
+        let _ = sender;
+        match sidecar {
+            Some(sidecar) => self.insert_with_sidecar(tx, sidecar),
+            None => self.insert(tx),
+        }
+    }
+
     /// Adds a transaction the caller has decoded, recovered and validated against the latest
     /// state. Rejects duplicates ("already known") and replacements without a fee bump.
     fn insert(&self, tx: Recovered<TxEnvelope>) -> RpcResult<B256>;

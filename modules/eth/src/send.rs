@@ -11,7 +11,7 @@ use alloy::{
 };
 use revm::DatabaseRef;
 use simnode_api::{
-    pool::{kzg_settings, max_cost},
+    pool::{kzg_settings, max_cost, SenderState},
     ModuleContext, RpcError, RpcResult,
 };
 
@@ -131,25 +131,23 @@ fn checked_into_pool(
     sender: Address,
     sidecar: Option<BlobTransactionSidecarVariant>,
 ) -> RpcResult<B256> {
-    let (sidecar, state_nonce) = check(ctx, &tx, sender, sidecar)?;
-    let tx = Recovered::new_unchecked(tx, sender);
-    let hash = match sidecar {
-        Some(sidecar) => ctx.pool.insert_with_sidecar(tx, sidecar),
-        None => ctx.pool.insert(tx),
-    }?;
-    ctx.pool.promote(&sender, state_nonce);
+    let (sidecar, state) = check(ctx, &tx, sender, sidecar)?;
+    let hash = ctx
+        .pool
+        .admit(Recovered::new_unchecked(tx, sender), sidecar, state)?;
+    ctx.pool.promote(&sender, state.nonce);
     Ok(hash)
 }
 
 /// eth_sendRawTransaction's checks of `tx` from `sender` against the latest state, as geth's
 /// pool makes them, and of the sidecar it came with, if any: that sidecar as the pool is to
-/// keep it (see [`publishable_sidecar`]), and the sender's nonce in the latest state.
+/// keep it (see [`publishable_sidecar`]), and the sender as the latest state has it.
 fn check(
     ctx: &ModuleContext,
     tx: &TxEnvelope,
     sender: Address,
     sidecar: Option<BlobTransactionSidecarVariant>,
-) -> RpcResult<(Option<BlobTransactionSidecarVariant>, u64)> {
+) -> RpcResult<(Option<BlobTransactionSidecarVariant>, SenderState)> {
     check_fee_cap(tx, ctx.limits.tx_fee_cap)?;
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
@@ -251,7 +249,11 @@ fn check(
     let sidecar = sidecar
         .map(|sidecar| publishable_sidecar(hashes, sidecar, spec_id))
         .transpose()?;
-    Ok((sidecar, account.nonce))
+    let state = SenderState {
+        nonce: account.nonce,
+        delegated: !account.is_empty_code_hash() && !account.code_hash.is_zero(),
+    };
+    Ok((sidecar, state))
 }
 
 /// `sidecar` in the version the next block's fork publishes, its KZG proofs verified against
