@@ -243,3 +243,43 @@ fn traced_bundles_follow_one_another() {
     let r = node.call("debug_traceCallMany", json!([[{"transactions": many}]]));
     assert_eq!(r["error"]["code"], -32005, "{r}");
 }
+
+/// Calls are prepared as reth prepares them for eth_callMany and debug_traceCallMany (these are
+/// reth's and erigon's methods, not geth's): a price under the base fee runs, and a call with a
+/// price and no gas gets the gas its sender can pay for, not the RPC gas cap it could not pay.
+/// A timeout of 0 sets no deadline, as in erigon.
+#[test]
+fn calls_are_prepared_as_reth_prepares_them() {
+    let node = Node::execution_apis(&[]);
+    let gas_left = "0x00000000000000000000000000000000000000000000000000000000000000c1";
+    // GAS, returned as a word.
+    let reports_gas = json!({to(gas_left): {"code": "0x5a60005260206000f3"}});
+    let gas_price: u128 = 1 << 40;
+    let payer = "0x00000000000000000000000000000000000000f1";
+    let mut overrides = reports_gas.clone();
+    overrides[payer] = json!({"balance": format!("0x{:x}", 30_000 * gas_price)});
+    let call = json!({"from": payer, "to": to(gas_left), "gasPrice": format!("0x{gas_price:x}")});
+    let r = node.result(
+        "eth_callMany",
+        json!([[{"transactions": [call]}], {"blockNumber": "latest"}, overrides, 0]),
+    );
+    let left =
+        u64::from_str_radix(&r[0][0]["value"].as_str().expect("a word")[2..], 16).expect("hex");
+    // 30,000 gas bought; the call's intrinsic 21,000 and the GAS opcode's 2 are spent first.
+    assert_eq!(left, 30_000 - 21_000 - 2, "{r}");
+    let traced = node.result(
+        "debug_traceCallMany",
+        json!([[{"transactions": [call]}], {"blockNumber": "latest"}, {"tracer": "callTracer", "stateOverrides": overrides}]),
+    );
+    assert_eq!(traced[0][0]["gas"], "0x7530", "{traced}");
+
+    let under_base_fee = json!({"to": to(gas_left), "gasPrice": "0x1"});
+    let r = node.result(
+        "eth_callMany",
+        json!([[{"transactions": [under_base_fee]}], null, reports_gas]),
+    );
+    assert!(r[0][0]["value"].is_string(), "{r}");
+    // eth_call is geth's and keeps geth's check.
+    let r = node.call("eth_call", json!([under_base_fee, "latest", reports_gas]));
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use alloy::{
     consensus::Header,
-    primitives::Address,
+    primitives::{Address, U256},
     rpc::types::{state::StateOverride, BlockOverrides, TransactionRequest},
 };
 use alloy_evm::{
@@ -31,7 +31,8 @@ pub type CallDb = CacheDB<StateRef>;
 
 /// Where the bundles of `eth_callMany` / `debug_traceCallMany` run (erigon's
 /// `simulationContext`): a block (default `latest`) and how many of its transactions run first
-/// (`-1`, the default, all of them: the state after the block).
+/// (`-1`, the default, all of them: the state after the block). Other members are refused
+/// (reth's type ignores them): a misspelled `blockNumber` must not quietly mean `latest`.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StateContext {
@@ -245,7 +246,7 @@ pub fn prepare(
         apply_state_overrides(overrides, &mut db)
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     }
-    let (tx, gas_defaulted) = call_tx(&mut env, &db, request, bounds.gas_cap)?;
+    let (tx, gas_defaulted) = call_tx(&mut env, &db, request, bounds.gas_cap, CallRules::Geth)?;
     Ok(Prepared {
         db,
         env,
@@ -256,15 +257,45 @@ pub fn prepare(
     })
 }
 
+/// Whose preparation of a call [`call_tx`] follows, where geth and reth differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallRules {
+    /// geth's eth_call: a call that names a fee must meet the base fee, and one that names no
+    /// gas gets the RPC gas cap.
+    Geth,
+    /// reth's `prepare_call_env` (its eth_callMany and debug_traceCallMany, which geth does not
+    /// serve): the base fee is never checked, and a call that names a fee but no gas gets what
+    /// the sender can pay for ([`gas_allowance`]), within the block's gas limit and the cap.
+    Reth,
+}
+
+/// The most gas `caller` with `balance` can buy at `tx`'s gas price after sending its value
+/// (reth's `caller_gas_allowance`); `u64::MAX` when the call is free.
+pub fn gas_allowance(balance: U256, tx: &TxEnv) -> RpcResult<u64> {
+    let spendable = balance.checked_sub(tx.value).ok_or_else(|| {
+        RpcError::TransactionRejected(format!(
+            "insufficient funds for value: address {} have {balance} want {}",
+            tx.caller, tx.value
+        ))
+    })?;
+    if tx.gas_price == 0 {
+        return Ok(u64::MAX);
+    }
+    Ok((spendable / U256::from(tx.gas_price))
+        .try_into()
+        .unwrap_or(u64::MAX))
+}
+
 /// `request` as a transaction on `db`, with eth_call's relaxations set on `env` (which is
-/// therefore per call): no base-fee, nonce or sender-is-EOA checks, free (BASEFEE and
-/// BLOBBASEFEE read 0) when it names no fee, the gas of the RPC cap when it names none or more.
-/// Also says whether the request named no gas.
+/// therefore per call): no nonce or sender-is-EOA checks, free (BASEFEE and BLOBBASEFEE read
+/// 0) when it names no fee, the gas of the RPC cap when it names more; the base fee and a
+/// missing gas as `rules` have them. Also says whether the request named no gas.
 pub fn call_tx(
     env: &mut EvmEnv,
     db: &CallDb,
     request: TransactionRequest,
     gas_cap: u64,
+    rules: CallRules,
 ) -> RpcResult<(TxEnv, bool)> {
     // geth: eth_call skips nonce and sender-is-EOA checks, and the base-fee check of a call
     // that pays nothing; the per-transaction gas cap of EIP-7825 does not bind calls (the RPC
@@ -279,12 +310,16 @@ pub fn call_tx(
     let free = zero(request.gas_price)
         && zero(request.max_fee_per_gas)
         && zero(request.max_priority_fee_per_gas);
-    env.cfg_env.disable_base_fee = free;
+    env.cfg_env.disable_base_fee = free || rules == CallRules::Reth;
     if free {
         env.block_env.basefee = 0;
     }
     let from = request.from.unwrap_or_default();
-    check_fees(&request, env.block_env.basefee, free, from)?;
+    let base_fee = match rules {
+        CallRules::Geth => env.block_env.basefee,
+        CallRules::Reth => 0,
+    };
+    check_fees(&request, base_fee, free, from)?;
     // geth refuses these before running anything (its pre-checks name eth_call).
     if request.to.is_none_or(|to| to.is_create()) {
         if request.blob_versioned_hashes.is_some() {
@@ -329,6 +364,16 @@ pub fn call_tx(
     }
     if gas_defaulted || tx.gas_limit > gas_cap {
         tx.gas_limit = gas_cap;
+    }
+    if gas_defaulted && rules == CallRules::Reth && tx.gas_price > 0 {
+        let balance = db
+            .basic_ref(tx.caller)
+            .map_err(RpcError::from)?
+            .map(|a| a.balance)
+            .unwrap_or_default();
+        tx.gas_limit = gas_allowance(balance, &tx)?
+            .min(env.block_env.gas_limit)
+            .min(gas_cap);
     }
     if !explicit_nonce {
         tx.nonce = db

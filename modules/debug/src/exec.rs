@@ -351,7 +351,7 @@ pub(crate) fn trace_call_many(
         let mut traces = Vec::with_capacity(transactions.len());
         for request in transactions {
             let mut env = bundle_env.clone();
-            let (tx, _) = call::call_tx(&mut env, &db, request, gas_cap)?;
+            let (tx, _) = call::call_tx(&mut env, &db, request, gas_cap, call::CallRules::Reth)?;
             let traced = trace_one(
                 &mut db,
                 &env,

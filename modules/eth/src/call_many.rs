@@ -12,8 +12,9 @@
 //! - `timeoutMilliSeconds` (erigon's fourth parameter): a deadline shorter than the node's
 //!   `--rpc.evm-timeout` (a longer one is cut to it), -32016 past it.
 //!
-//! Each call is prepared as eth_call prepares one (no base-fee or nonce checks, the RPC gas cap
-//! when it names no gas) and its changes are kept, reverted or not. The answer holds, per
+//! Each call is prepared as reth's eth_call prepares one (no base-fee or nonce checks; when it
+//! names no gas, the RPC gas cap, or what the sender can pay for at the price it names) and its
+//! changes are kept, reverted or not. The answer holds, per
 //! bundle, `{value}` or `{error}` (geth's wording) per call; a call the state refuses to run at
 //! all (fees above the balance, say) fails the whole request, as in reth.
 
@@ -23,7 +24,7 @@ use alloy::rpc::types::{state::StateOverride, Bundle, EthCallResponse};
 use alloy_evm::overrides::apply_block_overrides;
 use revm::context::result::ExecutionResult;
 use simnode_api::{
-    call::{self, Bounds},
+    call::{self, Bounds, CallRules},
     vm_messages, ModuleContext, RpcError, RpcResult,
 };
 
@@ -73,7 +74,7 @@ pub fn call_many(
                 return Err(bounds.timed_out());
             }
             let mut env = bundle_env.clone();
-            let (tx, _) = call::call_tx(&mut env, &db, request, bounds.gas_cap)
+            let (tx, _) = call::call_tx(&mut env, &db, request, bounds.gas_cap, CallRules::Reth)
                 .map_err(|err| located(err, b, i))?;
             let result = evm::run_and_commit(
                 &mut db,

@@ -215,7 +215,7 @@ pub trait EthApi {
         bundles: Vec<alloy::rpc::types::Bundle>,
         state_context: Option<call::StateContext>,
         state_overrides: Option<StateOverride>,
-        timeout_ms: Option<u64>,
+        timeout_ms: Option<i64>,
     ) -> JsonRpcResult<Vec<Vec<alloy::rpc::types::EthCallResponse>>>;
     #[method(name = "eth_estimateGas")]
     async fn estimate_gas(
@@ -773,13 +773,17 @@ impl EthApiServer for Eth {
         bundles: Vec<alloy::rpc::types::Bundle>,
         state_context: Option<call::StateContext>,
         state_overrides: Option<StateOverride>,
-        timeout_ms: Option<u64>,
+        timeout_ms: Option<i64>,
     ) -> JsonRpcResult<Vec<Vec<alloy::rpc::types::EthCallResponse>>> {
         let context = state_context.unwrap_or_default();
         let number = self.state_block(context.block_number)?;
         let first = context.transactions_first();
-        // erigon's fourth parameter: a shorter deadline than the node's, in milliseconds.
-        let asked = timeout_ms.map(std::time::Duration::from_millis);
+        // erigon's fourth parameter: a shorter deadline than the node's, in milliseconds;
+        // 0 or less sets none (the node's holds), as in erigon.
+        let asked = timeout_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .filter(|ms| *ms > 0)
+            .map(std::time::Duration::from_millis);
         let bounds = call::Bounds::starting_now_within(&self.ctx.limits, asked);
         Ok(self
             .run_blocking(move |ctx| {

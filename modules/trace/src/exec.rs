@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use alloy::consensus::transaction::SignerRecoverable;
 use alloy::{
-    primitives::{map::HashSet, Address, U256},
+    primitives::{map::HashSet, Address},
     rpc::types::{
         state::StateOverride,
         trace::parity::{TraceResults, TraceType},
@@ -295,16 +295,7 @@ impl Run<'_> {
                     .map_err(RpcError::from)?
                     .map(|acc| acc.balance)
                     .unwrap_or_default();
-                let spendable = balance.checked_sub(tx.value).ok_or_else(|| {
-                    RpcError::TransactionRejected(format!(
-                        "insufficient funds for value: address {} have {balance} want {}",
-                        tx.caller, tx.value
-                    ))
-                })?;
-                let allowance: u64 = (spendable / U256::from(tx.gas_price))
-                    .try_into()
-                    .unwrap_or(u64::MAX);
-                allowance
+                simnode_api::call::gas_allowance(balance, &tx)?
                     .min(env.block_env.gas_limit)
                     .min(gas_cap)
                     .min(budget)
