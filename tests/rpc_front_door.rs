@@ -1498,6 +1498,47 @@ async fn websocket_calls_limits_and_ping() {
 // ---------------------------------------------------------------------------------------------
 // Shutdown
 
+/// `--rpc.max-connections` counts requests being served and open sockets together; past it a
+/// request is answered 503 with a JSON-RPC error and Retry-After, not jsonrpsee's plain-text 429
+/// (which reads as the key's rate limit).
+#[tokio::test]
+async fn requests_past_the_connection_cap_get_a_json_503() {
+    let node = Node::start("conn-cap", "dev", |args| args.max_connections = 2).await;
+    let key = add_key(node.dir.path(), "mallory", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let addr = node.addr();
+    let path = format!("/v3/{key}");
+    let sleeping = |ms: u64| {
+        let path = path.clone();
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "test_sleep", "params": [ms]}).to_string();
+        tokio::spawn(async move {
+            http(
+                addr,
+                "POST",
+                &path,
+                Some("application/json"),
+                body.into_bytes(),
+            )
+            .await
+        })
+    };
+    let busy = [sleeping(600), sleeping(600)];
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let refused = sleeping(0).await.expect("request task");
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.header("retry-after").as_deref(), Some("1"));
+    let error = &refused.json()["error"];
+    assert_eq!(error["code"], -32005, "{error}");
+    assert_eq!(error["message"], "too many connections");
+    assert_eq!(error["data"]["max_connections"], 2);
+    for request in busy {
+        assert_eq!(request.await.expect("request task").status, 200);
+    }
+    // Slots come back when the answers have gone.
+    assert_eq!(sleeping(0).await.expect("request task").status, 200);
+}
+
 #[tokio::test]
 async fn graceful_shutdown_finishes_requests_in_flight() {
     let node = Node::start("shutdown", "dev", |_| {}).await;

@@ -13,6 +13,7 @@
 //! | 429  | -32005        | `project ID request rate exceeded`             | over the key's requests/s; `data: {allowed_rps, backoff_seconds}` (WS: in-band, no status) |
 //! | 429  | -32005        | `daily request count exceeded, request rate limited` | over the key's daily quota; `data: {allowed_per_day, backoff_seconds}` |
 //! | 503  | -32005        | `too many websocket connections`               | more than `--ws.max-connections` open sockets                |
+//! | 503  | -32005        | `too many connections`                         | more than `--rpc.max-connections` HTTP requests being served and sockets open together; `Retry-After: 1` |
 //! | 503  | -32603        | `key service unavailable`                      | `--keys-backend redis` and Redis does not answer (fail closed; `--redis.fail-open` serves cached keys with a per-replica limit instead). WS: in-band |
 //! | 200  | -32601        | `the method X is not available on NETWORK`     | method switched off by the per-network policy                |
 //! | 200  | -32002        | `the method X is not allowed for this key`     | outside the key's method list (`simnode keys methods`)       |
@@ -66,6 +67,9 @@ pub enum FrontDoorError {
     },
     #[error("too many websocket connections")]
     TooManyWsConnections { max: usize },
+    /// `--rpc.max-connections`: HTTP requests being served and WebSocket connections open.
+    #[error("too many connections")]
+    TooManyConnections { max: usize },
     #[error("the method {method} is not available on {network}")]
     MethodNotAvailable { method: String, network: String },
     /// A subscription method over HTTP, which cannot carry its notifications (geth's answer).
@@ -88,9 +92,9 @@ impl FrontDoorError {
             Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RateLimited { .. } | Self::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::TooManyWsConnections { .. } | Self::KeyBackendUnavailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::TooManyWsConnections { .. }
+            | Self::TooManyConnections { .. }
+            | Self::KeyBackendUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             // Method-level errors travel inside a normal JSON-RPC answer.
             Self::MethodNotAvailable { .. }
             | Self::NotificationsUnsupported
@@ -105,7 +109,8 @@ impl FrontDoorError {
             Self::BodyTooLarge { .. } => OVERSIZED_REQUEST_CODE,
             Self::RateLimited { .. }
             | Self::QuotaExceeded { .. }
-            | Self::TooManyWsConnections { .. } => LIMIT_EXCEEDED_CODE,
+            | Self::TooManyWsConnections { .. }
+            | Self::TooManyConnections { .. } => LIMIT_EXCEEDED_CODE,
             Self::MethodNotAvailable { .. } | Self::NotificationsUnsupported => {
                 METHOD_NOT_FOUND_CODE
             }
@@ -120,7 +125,9 @@ impl FrontDoorError {
             Self::RateLimited { backoff, .. } | Self::QuotaExceeded { backoff, .. } => {
                 Some(*backoff)
             }
-            Self::KeyBackendUnavailable => Some(Duration::from_secs(1)),
+            Self::KeyBackendUnavailable | Self::TooManyConnections { .. } => {
+                Some(Duration::from_secs(1))
+            }
             _ => None,
         }
     }
@@ -137,7 +144,9 @@ impl FrontDoorError {
             } => Some(
                 json!({ "allowed_per_day": allowed_per_day, "backoff_seconds": round_ms(*backoff) }),
             ),
-            Self::TooManyWsConnections { max } => Some(json!({ "max_connections": max })),
+            Self::TooManyWsConnections { max } | Self::TooManyConnections { max } => {
+                Some(json!({ "max_connections": max }))
+            }
             _ => None,
         }
     }

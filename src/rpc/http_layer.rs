@@ -75,15 +75,18 @@ pub struct NoAnswer;
 #[derive(Debug)]
 struct WsSlot {
     _permit: OwnedSemaphorePermit,
+    /// Its share of `--rpc.max-connections`.
+    _connection: OwnedSemaphorePermit,
     /// The socket stays on this RPC thread after the upgrade: it still counts there.
     _worker: Option<workers::ConnectionSlot>,
 }
 
 impl WsSlot {
-    fn new(permit: OwnedSemaphorePermit) -> Self {
+    fn new(permit: OwnedSemaphorePermit, connection: OwnedSemaphorePermit) -> Self {
         ::metrics::gauge!(metrics::WS_CONNECTIONS).increment(1.0);
         Self {
             _permit: permit,
+            _connection: connection,
             _worker: workers::hold_connection(),
         }
     }
@@ -109,6 +112,8 @@ pub struct FrontDoorConfig {
     /// The largest answer (`--rpc.max-response-size`), for results methods leave as text.
     pub max_response_body_size: usize,
     pub max_ws_connections: usize,
+    /// Most HTTP requests being served and WebSocket connections open, together.
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -127,6 +132,8 @@ struct Shared {
     max_response_body_size: usize,
     max_ws_connections: usize,
     ws_slots: Arc<Semaphore>,
+    max_connections: usize,
+    connection_slots: Arc<Semaphore>,
 }
 
 impl FrontDoorLayer {
@@ -142,6 +149,8 @@ impl FrontDoorLayer {
                 max_request_body_size: config.max_request_body_size,
                 max_response_body_size: config.max_response_body_size,
                 max_ws_connections: config.max_ws_connections,
+                connection_slots: Arc::new(Semaphore::new(config.max_connections)),
+                max_connections: config.max_connections,
             }),
         }
     }
@@ -526,8 +535,15 @@ where
             req.extensions_mut().insert(AuthedKey(entry));
             req.extensions_mut().insert(transport);
 
+            let Ok(connection) = shared.connection_slots.clone().try_acquire_owned() else {
+                return reject(FrontDoorError::TooManyConnections {
+                    max: shared.max_connections,
+                })
+                .await;
+            };
             let mut response = match transport {
                 Transport::Http => {
+                    let _serving = connection;
                     if !is_json(&req) {
                         return reject(FrontDoorError::UnsupportedContentType).await;
                     }
@@ -553,7 +569,8 @@ where
                         })
                         .await;
                     };
-                    req.extensions_mut().insert(Arc::new(WsSlot::new(permit)));
+                    req.extensions_mut()
+                        .insert(Arc::new(WsSlot::new(permit, connection)));
                     inner.call(req.map(HttpBody::new)).await?
                 }
             };

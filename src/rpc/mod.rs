@@ -116,7 +116,8 @@ pub struct RpcArgs {
     /// Most requests in one batch; a larger batch is answered with one error.
     #[arg(long = "rpc.max-batch-size", default_value_t = 100)]
     pub max_batch_size: u32,
-    /// Most connections (HTTP and WebSocket together) served at once.
+    /// Most HTTP requests being served and WebSocket connections open, together; past it a
+    /// request or upgrade is answered with HTTP 503 (-32005 "too many connections").
     #[arg(long = "rpc.max-connections", default_value_t = 500)]
     pub max_connections: u32,
     /// Most open WebSocket connections; more are refused with HTTP 503.
@@ -396,7 +397,9 @@ pub async fn start(
     let mut server_config = ServerConfig::builder()
         .max_request_body_size(config.max_request_size)
         .max_response_body_size(config.max_response_size)
-        .max_connections(config.max_connections)
+        // The front door counts requests and sockets itself and answers in JSON (jsonrpsee's
+        // own refusal is a plain-text 429, which reads as a rate limit).
+        .max_connections(u32::MAX)
         .set_id_provider(HexSubscriptionIds)
         .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch_size));
     server_config = match config.ws_ping_interval {
@@ -419,6 +422,7 @@ pub async fn start(
             max_request_body_size: config.max_request_size,
             max_response_body_size: config.max_response_size as usize,
             max_ws_connections: config.max_ws_connections as usize,
+            max_connections: config.max_connections as usize,
         },
     ));
     let rpc = RpcServiceBuilder::new().layer(middleware::FrontDoorRpcLayer::new(
