@@ -902,15 +902,19 @@ async fn content_type_and_body_size() {
         assert_eq!(reply.status, 415, "{content_type:?}");
         assert_eq!(reply.error_code(), -32600);
     }
-    let ok = http(
-        node.addr(),
-        "POST",
-        &path,
-        Some("application/json; charset=utf-8"),
-        body,
-    )
-    .await;
-    assert_eq!(ok.status, 200);
+    // geth's media types, with any parameters.
+    for content_type in [
+        "application/json; charset=utf-8",
+        "application/json; charset=\"UTF-8\"",
+        "application/json ; charset=utf-8",
+        "Application/JSON;charset=utf-8;foo=bar",
+        "application/json-rpc",
+        "application/jsonrequest",
+    ] {
+        let ok = http(node.addr(), "POST", &path, Some(content_type), body.clone()).await;
+        assert_eq!(ok.status, 200, "{content_type}");
+        assert_eq!(ok.json()["result"], 1, "{content_type}");
+    }
 
     let big =
         json!({"jsonrpc": "2.0", "id": 1, "method": "test_echo", "params": ["y".repeat(2000)]})

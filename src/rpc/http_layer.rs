@@ -239,20 +239,23 @@ fn is_upgrade<B>(req: &Request<B>) -> bool {
     has_token(header::CONNECTION, "upgrade") && has_token(header::UPGRADE, "websocket")
 }
 
-/// The content types jsonrpsee accepts; checked here so that a wrong one gets a JSON body.
+/// Whether the request says its body is JSON: geth's media types (`application/json`,
+/// `application/json-rpc`, `application/jsonrequest`), any case, with any parameters (a charset,
+/// quoted or not). Checked here so that a wrong one gets a JSON body; jsonrpsee, which accepts
+/// fewer spellings, is then handed plain `application/json`.
 fn is_json<B>(req: &Request<B>) -> bool {
     req.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| {
             let mime = v.split(';').next().unwrap_or("").trim();
-            let params_ok = v
-                .split(';')
-                .skip(1)
-                .all(|p| p.trim().eq_ignore_ascii_case("charset=utf-8"));
-            (mime.eq_ignore_ascii_case("application/json")
-                || mime.eq_ignore_ascii_case("application/json-rpc"))
-                && params_ok
+            [
+                "application/json",
+                "application/json-rpc",
+                "application/jsonrequest",
+            ]
+            .iter()
+            .any(|accepted| mime.eq_ignore_ascii_case(accepted))
         })
 }
 
@@ -547,6 +550,10 @@ where
                     if !is_json(&req) {
                         return reject(FrontDoorError::UnsupportedContentType).await;
                     }
+                    req.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("application/json"),
+                    );
                     // Refuse a declared oversize body before reading it.
                     let limit = shared.max_request_body_size;
                     if content_length(&req).is_some_and(|len| len > u64::from(limit)) {
