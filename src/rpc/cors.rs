@@ -16,7 +16,8 @@ use jsonrpsee::server::{HttpBody, HttpResponse};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origins {
     Any,
-    /// Exact origins (`scheme://host[:port]`, lowercase); empty: none.
+    /// Origins (`scheme://host[:port]`, lowercase, or `scheme://*.domain[:port]` for its
+    /// subdomains: see [`origin_matches`]); empty: none.
     Only(Vec<String>),
 }
 
@@ -41,7 +42,7 @@ impl Origins {
             Self::Any => true,
             Self::Only(list) => origin
                 .to_str()
-                .is_ok_and(|o| list.iter().any(|allowed| allowed.eq_ignore_ascii_case(o))),
+                .is_ok_and(|o| list.iter().any(|allowed| origin_matches(allowed, o))),
         }
     }
 
@@ -56,9 +57,27 @@ impl Origins {
     }
 }
 
+/// Whether `origin` (as a browser sent it) is the listed origin `allowed` (as
+/// [`parse_origin_flag`] keeps it), or one of its subdomains when `allowed` is
+/// `scheme://*.domain[:port]` (geth's `--http.corsdomain` takes that form too).
+pub fn origin_matches(allowed: &str, origin: &str) -> bool {
+    let Some((scheme, domain)) = allowed.split_once("://*.") else {
+        return allowed.eq_ignore_ascii_case(origin);
+    };
+    let (scheme, domain) = (scheme.to_ascii_lowercase(), domain.to_ascii_lowercase());
+    let origin = origin.to_ascii_lowercase();
+    origin
+        .strip_prefix(scheme.as_str())
+        .and_then(|rest| rest.strip_prefix("://"))
+        .and_then(|host| host.strip_suffix(domain.as_str()))
+        .and_then(|sub| sub.strip_suffix('.'))
+        .is_some_and(|sub| !sub.is_empty() && !sub.starts_with('.'))
+}
+
 /// clap's check of one value of `--http.corsdomain` / `--ws.origins`: `*`, `none`, or an
 /// origin as browsers send it (`https://app.example.com`, `http://localhost:3000`), without a
-/// path. A bare host name would never match, so it is refused rather than ignored.
+/// path, or one for every subdomain of a domain (`https://*.example.com`). A bare host name, or
+/// a `*` anywhere else, would never match, so it is refused rather than ignored.
 pub fn parse_origin_flag(value: &str) -> Result<String, String> {
     let value = value.trim();
     if value == "*" || value == "none" {
@@ -77,6 +96,12 @@ pub fn parse_origin_flag(value: &str) -> Result<String, String> {
     if !scheme_ok || host.is_empty() || host.contains('/') {
         return Err(format!(
             "{value:?} is not an origin (scheme://host[:port], no path)"
+        ));
+    }
+    let named = host.strip_prefix("*.").unwrap_or(host);
+    if named.contains('*') || named.is_empty() || named.starts_with('.') || named.starts_with(':') {
+        return Err(format!(
+            "{value:?} is not an origin: a wildcard may only stand for subdomains, as in {scheme}://*.example.com"
         ));
     }
     // Browsers leave a scheme's default port out of `Origin`: so must the listed origin, or it
@@ -176,6 +201,34 @@ mod tests {
         );
         assert!(parse_origin_flag("://x").is_err());
         assert!(parse_origin_flag("https://").is_err());
+        assert_eq!(
+            parse_origin_flag("https://*.Example.com:443"),
+            Ok("https://*.example.com".into())
+        );
+        for bad in [
+            "https://a*.example.com",
+            "https://*",
+            "https://*.",
+            "https://x.*.com",
+            "*.example.com",
+        ] {
+            assert!(parse_origin_flag(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_wildcard_stands_for_subdomains() {
+        let sub = Origins::from_flag(&["https://*.example.com".into()]);
+        assert!(sub.allows(&value("https://app.example.com")));
+        assert!(sub.allows(&value("https://a.b.Example.com")));
+        assert!(!sub.allows(&value("https://example.com")));
+        assert!(!sub.allows(&value("http://app.example.com")));
+        assert!(!sub.allows(&value("https://app.example.com:8443")));
+        assert!(!sub.allows(&value("https://evilexample.com")));
+        assert!(!sub.allows(&value("https://app.example.com.evil.io")));
+        let with_port = Origins::from_flag(&["http://*.localhost:3000".into()]);
+        assert!(with_port.allows(&value("http://a.localhost:3000")));
+        assert!(!with_port.allows(&value("http://a.localhost")));
     }
 
     #[test]

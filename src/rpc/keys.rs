@@ -139,7 +139,7 @@ impl KeyAccess {
         origin.and_then(|o| o.to_str().ok()).is_some_and(|o| {
             self.origins
                 .iter()
-                .any(|allowed| allowed.eq_ignore_ascii_case(o))
+                .any(|allowed| super::cors::origin_matches(allowed, o))
         })
     }
 
