@@ -144,14 +144,18 @@ impl KeyAccess {
     }
 
     pub fn admits_method(&self, method: &str) -> bool {
-        self.methods.is_empty()
-            || self
-                .methods
+        let listed = |method: &str| {
+            self.methods
                 .iter()
                 .any(|allowed| match allowed.strip_suffix('*') {
                     Some(prefix) => method.starts_with(prefix),
                     None => allowed == method,
                 })
+        };
+        // A subscription the key may open, it may close (else only closing the socket would).
+        self.methods.is_empty()
+            || listed(method)
+            || (method == "eth_unsubscribe" && listed("eth_subscribe"))
     }
 }
 
@@ -1075,7 +1079,14 @@ mod tests {
         assert!(access.admits_method("trace_callMany"));
         assert!(!access.admits_method("eth_callMany"));
         assert!(!access.admits_method("debug_traceCall"));
+        assert!(!access.admits_method("eth_unsubscribe"));
         assert!(KeyAccess::default().admits_method("anything"));
+        // A key that may subscribe may unsubscribe.
+        let subscribing = KeyAccess {
+            origins: vec![],
+            methods: vec!["eth_subscribe".into()],
+        };
+        assert!(subscribing.admits_method("eth_unsubscribe"));
         assert_eq!(parse_method_pattern("trace_*"), Ok("trace_*".into()));
         assert_eq!(parse_method_pattern("*"), Ok("*".into()));
         assert!(parse_method_pattern("eth-call").is_err());
