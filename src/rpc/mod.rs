@@ -485,7 +485,9 @@ pub async fn start(
 /// one that cannot would be a key no request can use.
 fn api_key_arg(key: &str) -> Result<String, String> {
     let unusable = |c: char| c.is_whitespace() || c.is_control() || "/?#%".contains(c);
-    if key.is_empty() || key.chars().any(unusable) {
+    // `.` and `..` are path segments clients resolve away (RFC 3986 §5.2.4) before sending.
+    let dot_segment = key == "." || key == "..";
+    if key.is_empty() || dot_segment || key.chars().any(unusable) {
         return Err(format!(
             "{key:?} cannot be sent in a URL path as /v3/<KEY>: use letters, digits, '-', '_' or '.'"
         ));
@@ -604,10 +606,10 @@ pub async fn shutdown_signal() {
 mod api_key_arg_tests {
     #[test]
     fn keys_a_url_cannot_carry_are_refused() {
-        for bad in ["", "a/b", "a b", "x?y", "x#y", "50%", "tab\t"] {
+        for bad in ["", "a/b", "a b", "x?y", "x#y", "50%", "tab\t", ".", ".."] {
             assert!(super::api_key_arg(bad).is_err(), "{bad:?}");
         }
-        for good in ["mykey", "f7caa248-1b2c", "a_b.c"] {
+        for good in ["mykey", "f7caa248-1b2c", "a_b.c", "..."] {
             assert_eq!(super::api_key_arg(good).as_deref(), Ok(good));
         }
     }
