@@ -480,23 +480,27 @@ fn a_taken_port_that_was_asked_for_stops_the_node_naming_the_flag() {
     assert!(http.contains("--http.port"), "{http}");
 }
 
-/// A mistyped path is an error, not an empty answer or a new directory: `keys list` of a
-/// datadir that does not exist, and `import` of a file that does not exist (which leaves no
-/// datadir behind).
+/// A mistyped path is an error, not an empty answer or a new directory: `keys list` and
+/// `keys add` of a datadir that does not exist (a key added there no node would read), and
+/// `import` of a file that does not exist (which leaves no datadir behind).
 #[test]
 fn mistyped_paths_are_errors() {
     let scratch = TempDir::new("rpc-binary-paths");
     let missing = scratch.path().join("no-such-datadir");
-    let out = Command::new(simnode_bin())
-        .args(["keys", "list", "--datadir"])
-        .arg(&missing)
-        .output()
-        .expect("run keys list");
-    assert!(!out.status.success(), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no datadir at"),
-        "{out:?}"
-    );
+    for keys in [&["keys", "list"][..], &["keys", "add", "alice"]] {
+        let out = Command::new(simnode_bin())
+            .args(keys)
+            .arg("--datadir")
+            .arg(&missing)
+            .output()
+            .expect("run simnode keys");
+        assert!(!out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no datadir at"),
+            "{out:?}"
+        );
+        assert!(!missing.exists(), "{keys:?} made the datadir");
+    }
 
     let out = Command::new(simnode_bin())
         .args(["import", "--chain", "dev", "--datadir"])

@@ -676,18 +676,17 @@ enum CliStore {
 }
 
 impl DatadirArg {
-    /// The key store of an existing datadir (`keys add` creates one: [`Self::open_or_create`]);
-    /// a mistyped path is an error, not an empty list.
+    /// The key store of an existing datadir: a mistyped path is an error, not an empty list
+    /// (nor a key minted where no node will read it).
     fn open(&self) -> anyhow::Result<CliStore> {
         if let (KeysBackendKind::Embedded, Some(datadir)) = (self.keys_backend, &self.datadir) {
             if !datadir.is_dir() {
-                anyhow::bail!("no datadir at {}", datadir.display());
+                anyhow::bail!(
+                    "no datadir at {} (create the folder, or start the node once with this --datadir)",
+                    datadir.display()
+                );
             }
         }
-        self.open_or_create()
-    }
-
-    fn open_or_create(&self) -> anyhow::Result<CliStore> {
         match self.keys_backend {
             KeysBackendKind::Embedded => {
                 let Some(datadir) = &self.datadir else {
@@ -863,10 +862,9 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
                 origins: access_list(origins)?,
                 methods: access_list(methods)?,
             };
-            let (key, record) =
-                datadir
-                    .open_or_create()?
-                    .add(&name, KeyLimits::from(&limits), access)?;
+            let (key, record) = datadir
+                .open()?
+                .add(&name, KeyLimits::from(&limits), access)?;
             writeln!(out, "{key}")?;
             writeln!(out, "id {}  name {}", record.id, record.name)?;
             writeln!(out, "HTTP: POST /v3/{key}   WebSocket: /ws/v3/{key}")?;
