@@ -21,7 +21,7 @@
 //! | 200  | -32700        | `Parse error`                                  | body is not JSON (jsonrpsee)                                 |
 //! | 200  | -32600        | `Invalid request`                              | JSON but not a JSON-RPC request, or an empty batch (jsonrpsee) |
 //! | 200  | -32602        | `invalid argument N (field): reason`           | a parameter does not decode (named by `param_errors`; methods' own checks name it themselves) |
-//! | 200  | -32010        | `The batch request was too large`              | batch over `--rpc.max-batch-size` (one error, id null)       |
+//! | 200  | -32600        | `batch too large`                              | batch over `--rpc.max-batch-size` (geth's: an array of this one error, the first call's id) |
 //! | 200  | -32008        | `The response was too large`                   | answer over `--rpc.max-response-size`                        |
 
 use std::time::Duration;

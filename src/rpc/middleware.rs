@@ -36,6 +36,8 @@ struct Shared {
     /// To label metrics with real method names only.
     methods: Methods,
     max_response_body_size: usize,
+    /// Most requests in one batch (`--rpc.max-batch-size`).
+    max_batch_size: usize,
 }
 
 /// Builds [`FrontDoorRpc`] services around jsonrpsee's own.
@@ -51,6 +53,7 @@ impl FrontDoorRpcLayer {
         max_params: MaxParams,
         methods: Methods,
         max_response_body_size: u32,
+        max_batch_size: u32,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -59,6 +62,7 @@ impl FrontDoorRpcLayer {
                 max_params,
                 methods,
                 max_response_body_size: max_response_body_size as usize,
+                max_batch_size: max_batch_size as usize,
             }),
         }
     }
@@ -193,6 +197,29 @@ fn notification_may_run(shared: &Shared, extensions: &http::Extensions, method: 
         && extensions
             .get::<AuthedKey>()
             .is_none_or(|AuthedKey(entry)| entry.access().admits_method(method))
+}
+
+/// geth's answer to a batch over the limit: an array of one -32600 "batch too large" with the
+/// id of the batch's first call (the protocol has no error for a whole batch; an array still
+/// reads as a batch answer to the client). Nothing in it runs, and it is not charged.
+fn batch_too_large(batch: &Batch<'_>, max_response_body_size: usize) -> MethodResponse {
+    let id = batch
+        .iter()
+        .find_map(|entry| match entry {
+            Ok(BatchEntry::Call(request)) => Some(request.id.clone().into_owned()),
+            _ => None,
+        })
+        .unwrap_or(jsonrpsee::types::Id::Null);
+    let error = ErrorObjectOwned::owned(
+        jsonrpsee::types::error::INVALID_REQUEST_CODE,
+        "batch too large",
+        None::<()>,
+    );
+    let mut builder = BatchResponseBuilder::new_with_limit(max_response_body_size);
+    match builder.append(MethodResponse::error(id, error)) {
+        Ok(()) => MethodResponse::from_batch(builder.finish()),
+        Err(too_big) => too_big,
+    }
 }
 
 /// The (empty) answer to notifications, marked so that HTTP sends no body.
@@ -357,6 +384,10 @@ where
         async move {
             let mut batch = batch;
             let items = batch.len();
+            if items > shared.max_batch_size {
+                workers::note_answer();
+                return batch_too_large(&batch, shared.max_response_body_size);
+            }
             let charged = if items == 0 {
                 Ok(())
             } else {

@@ -401,7 +401,8 @@ pub async fn start(
         // own refusal is a plain-text 429, which reads as a rate limit).
         .max_connections(u32::MAX)
         .set_id_provider(HexSubscriptionIds)
-        .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch_size));
+        // The front door answers an oversized batch as geth does (see `middleware`).
+        .set_batch_request_config(BatchRequestConfig::Unlimited);
     server_config = match config.ws_ping_interval {
         Some(every) => server_config.enable_ws_ping(
             PingConfig::new()
@@ -431,6 +432,7 @@ pub async fn start(
         config.max_params.clone(),
         methods.clone(),
         config.max_response_size,
+        config.max_batch_size,
     ));
 
     let listener = tokio::net::TcpListener::bind(config.listen)
