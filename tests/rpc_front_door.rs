@@ -365,13 +365,17 @@ async fn only_the_two_doors_exist() {
         json!({"jsonrpc": "2.0", "id": 1, "result": "hi"})
     );
 
-    for (method, path) in [
-        ("POST", "/".to_string()),
-        ("POST", "/v2/abc".to_string()),
-        ("POST", format!("/v3/{key}/extra")),
-        ("GET", format!("/v3/{key}")),
-        ("POST", format!("/ws/v3/{key}")),
-        ("GET", format!("/ws/v3/{key}")), // not an upgrade request
+    // Paths the node does not serve are 404; a served one asked with a method it does not
+    // take there is 405, with `Allow` naming the right one.
+    for (method, path, status, allow) in [
+        ("POST", "/".to_string(), 404, None),
+        ("POST", "/v2/abc".to_string(), 404, None),
+        ("POST", format!("/v3/{key}/extra"), 404, None),
+        ("GET", format!("/v3/{key}"), 405, Some("POST")),
+        ("PUT", format!("/v3/{key}"), 405, Some("POST")),
+        ("POST", format!("/ws/v3/{key}"), 405, Some("GET")),
+        ("GET", format!("/ws/v3/{key}"), 404, None), // not an upgrade request
+        ("POST", "/health".to_string(), 405, Some("GET, HEAD")),
     ] {
         let reply = http(
             node.addr(),
@@ -381,7 +385,8 @@ async fn only_the_two_doors_exist() {
             b"{}".to_vec(),
         )
         .await;
-        assert_eq!(reply.status, 404, "{method} {path}: {reply:?}");
+        assert_eq!(reply.status, status, "{method} {path}: {reply:?}");
+        assert_eq!(reply.header("allow").as_deref(), allow, "{method} {path}");
         assert_eq!(reply.error_code(), -32600);
         assert_eq!(reply.json()["id"], Value::Null);
     }

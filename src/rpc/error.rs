@@ -4,6 +4,7 @@
 //! | HTTP | JSON-RPC code | message                                        | when                                                         |
 //! |------|---------------|------------------------------------------------|--------------------------------------------------------------|
 //! | 404  | -32600        | `not found: ...`                               | any path other than `POST /v3/<key>` / `GET /ws/v3/<key>` (upgrade) |
+//! | 405  | -32600        | `method not allowed: ...`                      | `/v3/<key>` other than POST, `/health` other than GET or HEAD, `/ws/v3/<key>` other than GET; `Allow` names the right ones |
 //! | 401  | -32001        | `project id required in the URL`               | `/v3/` or `/ws/v3/` without a key                            |
 //! | 401  | -32001        | `invalid project id`                           | unknown key                                                  |
 //! | 401  | -32001        | `project id revoked`                           | key revoked with `simnode keys revoke` (open WS connections: in-band, per message) |
@@ -48,6 +49,13 @@ pub const INTERNAL_ERROR_CODE: i32 = jsonrpsee::types::error::INTERNAL_ERROR_COD
 pub enum FrontDoorError {
     #[error("not found: {0}")]
     NotFound(&'static str),
+    /// A path the node serves, asked with a method it does not take there (`allow`: those it
+    /// takes, for the `Allow` header).
+    #[error("method not allowed: {hint}")]
+    MethodNotAllowed {
+        hint: &'static str,
+        allow: &'static str,
+    },
     #[error("project id required in the URL")]
     MissingKey,
     #[error("invalid project id")]
@@ -87,6 +95,7 @@ impl FrontDoorError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::MissingKey | Self::InvalidKey | Self::RevokedKey => StatusCode::UNAUTHORIZED,
             Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -104,7 +113,9 @@ impl FrontDoorError {
 
     pub fn code(&self) -> i32 {
         match self {
-            Self::NotFound(_) | Self::UnsupportedContentType => INVALID_REQUEST_CODE,
+            Self::NotFound(_) | Self::MethodNotAllowed { .. } | Self::UnsupportedContentType => {
+                INVALID_REQUEST_CODE
+            }
             Self::MissingKey | Self::InvalidKey | Self::RevokedKey => UNAUTHORIZED_CODE,
             Self::BodyTooLarge { .. } => OVERSIZED_REQUEST_CODE,
             Self::RateLimited { .. }
@@ -166,6 +177,9 @@ impl FrontDoorError {
         );
         if let Some(after) = self.retry_after() {
             builder = builder.header(http::header::RETRY_AFTER, retry_after_header(after));
+        }
+        if let Self::MethodNotAllowed { allow, .. } = self {
+            builder = builder.header(http::header::ALLOW, *allow);
         }
         match builder.body(jsonrpsee::server::HttpBody::from(body)) {
             Ok(response) => response,

@@ -184,14 +184,22 @@ enum Route<'a> {
     Health,
     MissingKey,
     NotFound(&'static str),
+    /// A served path asked with a method it does not take (see [`FrontDoorError::MethodNotAllowed`]).
+    WrongMethod {
+        hint: &'static str,
+        allow: &'static str,
+    },
 }
 
 fn route<'a>(method: &Method, path: &'a str, upgrade: bool) -> Route<'a> {
     if path == "/health" {
-        return if (method == Method::GET || method == Method::HEAD) && !upgrade {
-            Route::Health
-        } else {
-            Route::NotFound("/health takes GET or HEAD requests")
+        return match (method == Method::GET || method == Method::HEAD, upgrade) {
+            (true, false) => Route::Health,
+            (false, false) => Route::WrongMethod {
+                hint: "/health takes GET or HEAD requests",
+                allow: "GET, HEAD",
+            },
+            (_, true) => Route::NotFound("/health takes GET or HEAD requests"),
         };
     }
     let (rest, transport) = if let Some(rest) = path.strip_prefix("/ws/v3") {
@@ -202,12 +210,25 @@ fn route<'a>(method: &Method, path: &'a str, upgrade: bool) -> Route<'a> {
         return Route::NotFound("use POST /v3/<key> or a WebSocket at /ws/v3/<key>");
     };
     match transport {
-        Transport::Http if method != Method::POST || upgrade => {
+        Transport::Http if upgrade => {
             return Route::NotFound(
                 "/v3/<key> takes POST requests; WebSockets connect to /ws/v3/<key>",
             )
         }
-        Transport::Ws if method != Method::GET || !upgrade => {
+        Transport::Http if method != Method::POST => {
+            return Route::WrongMethod {
+                hint: "/v3/<key> takes POST requests; WebSockets connect to /ws/v3/<key>",
+                allow: "POST",
+            }
+        }
+        Transport::Ws if method != Method::GET => {
+            return Route::WrongMethod {
+                hint:
+                    "/ws/v3/<key> takes WebSocket upgrade requests; HTTP clients POST to /v3/<key>",
+                allow: "GET",
+            }
+        }
+        Transport::Ws if !upgrade => {
             return Route::NotFound(
                 "/ws/v3/<key> takes WebSocket upgrade requests; HTTP clients POST to /v3/<key>",
             )
@@ -506,6 +527,9 @@ where
             }
             Route::MissingKey => return reject(FrontDoorError::MissingKey),
             Route::NotFound(hint) => return reject(FrontDoorError::NotFound(hint)),
+            Route::WrongMethod { hint, allow } => {
+                return reject(FrontDoorError::MethodNotAllowed { hint, allow })
+            }
         };
         let key = key.to_string();
 
@@ -630,19 +654,32 @@ mod tests {
             route(&post, "/v3/abc/def", false),
             Route::NotFound(_)
         ));
-        assert!(matches!(route(&get, "/v3/abc", false), Route::NotFound(_)));
+        assert!(matches!(
+            route(&get, "/v3/abc", false),
+            Route::WrongMethod { allow: "POST", .. }
+        ));
+        assert!(matches!(
+            route(&Method::PUT, "/ws/v3/abc", false),
+            Route::WrongMethod { allow: "GET", .. }
+        ));
         assert!(matches!(
             route(&get, "/ws/v3/abc", false),
             Route::NotFound(_)
         ));
         assert!(matches!(
             route(&post, "/ws/v3/abc", false),
-            Route::NotFound(_)
+            Route::WrongMethod { allow: "GET", .. }
         ));
         assert!(matches!(route(&get, "/v3/abc", true), Route::NotFound(_)));
         assert_eq!(route(&get, "/health", false), Route::Health);
         assert_eq!(route(&Method::HEAD, "/health", false), Route::Health);
-        assert!(matches!(route(&post, "/health", false), Route::NotFound(_)));
+        assert!(matches!(
+            route(&post, "/health", false),
+            Route::WrongMethod {
+                allow: "GET, HEAD",
+                ..
+            }
+        ));
         assert!(matches!(route(&get, "/health", true), Route::NotFound(_)));
         assert!(matches!(
             route(&get, "/health/x", false),
