@@ -106,6 +106,19 @@ fn the_node_says_what_it_is() {
         node.call("eth_accounts", json!([1]))["error"]["code"],
         -32602
     );
+    // Whether to give full transactions is a required argument (geth, reth and anvil).
+    let block_hash = node.result("eth_getBlockByNumber", json!(["0x1", false]))["hash"].clone();
+    for (method, first) in [
+        ("eth_getBlockByNumber", json!("0x1")),
+        ("eth_getBlockByHash", block_hash),
+    ] {
+        let error = &node.call(method, json!([first]))["error"];
+        assert_eq!(error["code"], -32602, "{method}");
+        assert_eq!(
+            error["message"], "missing value for required argument 1",
+            "{method}"
+        );
+    }
     // The dev chain's controls exist only on a dev node.
     for method in [
         "evm_mine",

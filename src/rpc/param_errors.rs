@@ -15,6 +15,13 @@
 /// parameters, already say what is wrong and quote the value).
 pub fn describe(params: Option<&str>, serde_msg: &str) -> String {
     let reason = split_position(serde_msg).map_or(serde_msg, |(reason, _, _)| reason);
+    if reason == "No more params" {
+        // jsonrpsee ran out of elements for a required argument: the next one is missing.
+        let given = params
+            .and_then(|p| serde_json::from_str::<Vec<serde::de::IgnoredAny>>(p).ok())
+            .map_or(0, |elements| elements.len());
+        return format!("missing value for required argument {given}");
+    }
     if reason.starts_with("invalid argument ") {
         // A type that decodes through a `Value` (no positions) names its argument and field
         // itself; serde's position is then the end of that whole argument.
@@ -290,6 +297,19 @@ mod tests {
                 "invalid argument 0 (to): bad at line 1 column 2"
             ),
             "invalid argument 0 (to): bad"
+        );
+    }
+
+    /// A required argument left out is named as geth names it.
+    #[test]
+    fn a_missing_argument_is_named() {
+        assert_eq!(
+            describe(Some(r#"["latest"]"#), "No more params"),
+            "missing value for required argument 1"
+        );
+        assert_eq!(
+            describe(None, "No more params"),
+            "missing value for required argument 0"
         );
     }
 }

@@ -102,10 +102,10 @@ pub trait EthApi {
     fn block_by_number(
         &self,
         block: BlockParam,
-        full: Option<bool>,
+        full: bool,
     ) -> JsonRpcResult<Option<MaybePending<Block>>>;
     #[method(name = "eth_getBlockByHash")]
-    fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>>;
+    fn block_by_hash(&self, hash: B256, full: bool) -> JsonRpcResult<Option<Block>>;
     #[method(name = "eth_getHeaderByNumber")]
     fn header_by_number(&self, block: BlockParam)
         -> JsonRpcResult<Option<MaybePending<RpcHeader>>>;
@@ -446,23 +446,18 @@ impl EthApiServer for Eth {
     fn block_by_number(
         &self,
         block: BlockParam,
-        full: Option<bool>,
+        full: bool,
     ) -> JsonRpcResult<Option<MaybePending<Block>>> {
         let number = self.resolve(&block)?;
         let Some(b) = self.block_at(number)? else {
             return Ok(None);
         };
-        Ok(Some(MaybePending::new(
-            rpc_block::block(&b, full.unwrap_or(false)),
-            &block,
-        )?))
+        Ok(Some(MaybePending::new(rpc_block::block(&b, full), &block)?))
     }
 
-    fn block_by_hash(&self, hash: B256, full: Option<bool>) -> JsonRpcResult<Option<Block>> {
+    fn block_by_hash(&self, hash: B256, full: bool) -> JsonRpcResult<Option<Block>> {
         let number = self.ctx.chain.block_number(&hash)?;
-        Ok(self
-            .block_at(number)?
-            .map(|b| rpc_block::block(&b, full.unwrap_or(false))))
+        Ok(self.block_at(number)?.map(|b| rpc_block::block(&b, full)))
     }
 
     // geth's header answer is the block's without the body: no size, transactions or uncles.
