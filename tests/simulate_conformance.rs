@@ -557,6 +557,74 @@ fn malformed_blob_calls_are_geths_internal_errors() {
     }
 }
 
+/// Where a call fails more than one check, the one geth reports: it reads the call's fields
+/// (fee styles, chain id) before checking the nonce, and buys the gas (balance) before checking
+/// the intrinsic gas, which it checks before the init code's size; revm's own order differs.
+#[test]
+fn a_call_failing_several_checks_gets_geths_first_refusal() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let funded = "0xc000000000000000000000000000000000000000";
+    let unfunded = "0xc100000000000000000000000000000000000000";
+    let init_code = format!("0x{}", "00".repeat(49_153));
+    for (call, validation, code, words) in [
+        (
+            json!({"from": funded, "to": funded, "gasPrice": "0x1", "maxFeePerGas": "0x1", "nonce": "0x5"}),
+            true,
+            -32000,
+            "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified".to_string(),
+        ),
+        (
+            json!({"from": funded, "to": funded, "chainId": "0x1", "nonce": "0x5"}),
+            true,
+            -32000,
+            "chainId does not match node's (have=1".to_string(),
+        ),
+        (
+            json!({"from": unfunded, "to": funded, "value": "0x1", "gas": "0x100"}),
+            false,
+            -38014,
+            format!("insufficient funds for gas * price + value: address {unfunded} have 0 want 1"),
+        ),
+        (
+            json!({"from": unfunded, "input": init_code, "value": "0x1"}),
+            false,
+            -38014,
+            "insufficient funds".to_string(),
+        ),
+        (
+            json!({"from": funded, "input": init_code, "gas": "0x100"}),
+            false,
+            -38013,
+            "intrinsic gas too low".to_string(),
+        ),
+        (
+            json!({"from": funded, "input": init_code}),
+            false,
+            -38025,
+            "max initcode size exceeded: code size 49153 limit 49152".to_string(),
+        ),
+        (
+            json!({"from": funded, "to": funded, "maxFeePerGas": "0x1", "maxPriorityFeePerGas": "0x2"}),
+            false,
+            -32602,
+            "maxPriorityFeePerGas: 2, maxFeePerGas: 1".to_string(),
+        ),
+        (
+            json!({"from": funded, "to": funded, "blobVersionedHashes": []}),
+            false,
+            -32603,
+            "err: blob transaction missing blob hashes".to_string(),
+        ),
+    ] {
+        let payload = json!({"blockStateCalls": [{"calls": [call]}], "validation": validation});
+        let resp = answer(&sim, &request(payload));
+        assert_eq!(resp["error"]["code"], code, "{resp}");
+        let message = resp["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&words), "{message}");
+        assert!(!message.starts_with("internal error"), "{message}");
+    }
+}
+
 /// On a block before Cancun (the chain's genesis) a blob call is a transaction type the fork
 /// does not have: geth's -32603 with its words, as eth_call's -32000 has them.
 #[test]

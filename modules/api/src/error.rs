@@ -26,6 +26,9 @@ pub enum SimulateCode {
     /// The sender's nonce is at its maximum: geth answers -32603 with its own message (no
     /// "internal error" wording, nothing failed inside the node).
     NonceMaxValue,
+    /// Any other refusal of a call (blob and authorization fields, ...): the spec gives it no
+    /// code and geth answers -32603 with its own message, as for [`Self::NonceMaxValue`].
+    Unclassified,
 }
 
 impl SimulateCode {
@@ -44,7 +47,7 @@ impl SimulateCode {
             Self::SenderNotEoa => -38024,
             Self::MaxInitCodeSize => -38025,
             Self::ClientLimitExceeded => -38026,
-            Self::NonceMaxValue => -32603,
+            Self::NonceMaxValue | Self::Unclassified => -32603,
         }
     }
 }

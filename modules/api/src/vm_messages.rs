@@ -150,6 +150,9 @@ pub fn invalid_tx_message(err: &InvalidTransaction, caller: Address) -> String {
         InvalidTransaction::TooManyBlobs { have, max } => {
             format!("blob transaction has too many blobs: have {have}, max {max}")
         }
+        InvalidTransaction::EmptyAuthorizationList => {
+            format!("EIP-7702 transaction with empty auth list (sender {caller})")
+        }
         InvalidTransaction::TxGasLimitGreaterThanCap { gas_limit, cap } => {
             format!("transaction gas limit too high (cap: {cap}, tx: {gas_limit})")
         }

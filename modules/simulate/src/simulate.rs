@@ -543,6 +543,17 @@ impl Runner<'_> {
                         .balance;
                     return Err(payment_overflow_error(&prepared, balance));
                 }
+                Err(EVMError::Transaction(refused)) => {
+                    let balance = evm
+                        .db_mut()
+                        .basic(prepared.from)
+                        .map_err(RpcError::from)?
+                        .map(|a| a.balance)
+                        .unwrap_or_default();
+                    let spec = evm.cfg_env().spec;
+                    let refused = in_geths_order(refused, &prepared, balance, spec);
+                    return Err(map_evm_error(EVMError::Transaction(refused), &prepared));
+                }
                 Err(e) => return Err(map_evm_error(e, &prepared)),
             };
             let wrapped_nonce = prepared.wraps_nonce;
@@ -721,6 +732,22 @@ impl Runner<'_> {
         }
         // The request-wide budget bounds the call before anything reports its gas.
         gas = gas.min(self.budget);
+        // geth reads the call's fields (its CallDefaults) before it executes anything, so these
+        // come before the nonce and every check of the execution.
+        if call.gas_price.is_some()
+            && (call.max_fee_per_gas.is_some() || call.max_priority_fee_per_gas.is_some())
+        {
+            return Err(RpcError::Server(
+                "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified".into(),
+            ));
+        }
+        if let Some(have) = call.chain_id {
+            if have != chain_id {
+                return Err(RpcError::Server(format!(
+                    "chainId does not match node's (have={have}, want={chain_id})"
+                )));
+            }
+        }
         if self.validate {
             // geth checks the nonce before anything about fees.
             if nonce < state_nonce {
@@ -740,20 +767,6 @@ impl Runner<'_> {
                     SimulateCode::NonceMaxValue,
                     format!("err: nonce has max value: address {from}, nonce: {state_nonce} (supplied gas {gas})"),
                 ));
-            }
-        }
-        if call.gas_price.is_some()
-            && (call.max_fee_per_gas.is_some() || call.max_priority_fee_per_gas.is_some())
-        {
-            return Err(RpcError::Server(
-                "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified".into(),
-            ));
-        }
-        if let Some(have) = call.chain_id {
-            if have != chain_id {
-                return Err(RpcError::Server(format!(
-                    "chainId does not match node's (have={have}, want={chain_id})"
-                )));
             }
         }
         let input = call
@@ -784,6 +797,13 @@ impl Runner<'_> {
             }
         }
         let blob_hashes = call.blob_versioned_hashes.clone();
+        // geth refuses an empty list before it looks at blob fees (which revm checks first).
+        if blob_hashes.as_ref().is_some_and(Vec::is_empty) && call.to.is_some() {
+            return Err(RpcError::simulate(
+                SimulateCode::Unclassified,
+                format!("err: blob transaction missing blob hashes (supplied gas {gas})"),
+            ));
+        }
         let authorizations = call.authorization_list.clone();
         // The transaction the block holds, as geth makes it: set-code or blob by the fields the
         // call carries; otherwise legacy when it names a gas price or the block has no base fee
@@ -1166,6 +1186,52 @@ fn payment_overflow_error(call: &PreparedCall, balance: U256) -> RpcError {
 }
 
 /// Maps a transaction the EVM refused to the codes of the execution-apis spec.
+/// The refusal geth gives a call revm refused with `refused`, where the two check in another
+/// order: revm checks the init code's size, then the intrinsic gas and the calldata floor,
+/// before the sender's balance; geth buys the gas first (its `preCheck` ends in `buyGas`: gas at
+/// the fee cap, value and blob gas at the blob fee cap), then checks the intrinsic gas and the
+/// floor, and the init code's size last.
+fn in_geths_order(
+    refused: InvalidTransaction,
+    call: &PreparedCall,
+    balance: U256,
+    spec: SpecId,
+) -> InvalidTransaction {
+    use InvalidTransaction as I;
+    if !matches!(
+        refused,
+        I::CallGasCostMoreThanGasLimit { .. }
+            | I::GasFloorMoreThanGasLimit { .. }
+            | I::CreateInitCodeSizeLimit
+    ) {
+        return refused;
+    }
+    let tx = &call.tx_env;
+    let blob_gas = U256::from(tx.blob_hashes.len() as u64 * DATA_GAS_PER_BLOB);
+    let need = U256::from(tx.gas_limit) * U256::from(tx.gas_price)
+        + tx.value
+        + blob_gas * U256::from(tx.max_fee_per_blob_gas);
+    if balance < need {
+        return I::LackOfFundForMaxFee {
+            fee: Box::new(need),
+            balance: Box::new(balance),
+        };
+    }
+    if matches!(refused, I::CreateInitCodeSizeLimit) {
+        if let Err(short) = revm::handler::validation::validate_initial_tx_gas(
+            tx,
+            spec,
+            false,
+            false,
+            u64::MAX,
+            None,
+        ) {
+            return short;
+        }
+    }
+    refused
+}
+
 fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) -> RpcError {
     let from = call.from;
     let gas = call.gas;
@@ -1197,7 +1263,9 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
             )),
         ),
         I::PriorityFeeGreaterThanMaxFee => RpcError::invalid_params(msg(format!(
-            "max priority fee per gas higher than max fee per gas: address {from}"
+            "max priority fee per gas higher than max fee per gas: address {from}, maxPriorityFeePerGas: {}, maxFeePerGas: {}",
+            call.tx_env.gas_priority_fee.unwrap_or_default(),
+            call.tx_env.gas_price
         ))),
         I::LackOfFundForMaxFee { fee, balance } => RpcError::simulate(
             SimulateCode::InsufficientFunds,
@@ -1217,7 +1285,11 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
         ),
         I::CreateInitCodeSizeLimit => RpcError::simulate(
             SimulateCode::MaxInitCodeSize,
-            msg(format!("max initcode size exceeded: address {from}")),
+            msg(format!(
+                "max initcode size exceeded: code size {} limit {}",
+                call.tx_env.data.len(),
+                revm::primitives::eip3860::MAX_INITCODE_SIZE
+            )),
         ),
         I::RejectCallerWithCode => RpcError::simulate(
             SimulateCode::SenderNotEoa,
@@ -1237,11 +1309,15 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
                 .iter()
                 .position(|hash| hash[0] != kzg)
                 .unwrap_or_default();
-            RpcError::Internal(msg(format!("blob {index} has invalid hash version")))
+            RpcError::simulate(
+                SimulateCode::Unclassified,
+                msg(format!("blob {index} has invalid hash version")),
+            )
         }
-        other => RpcError::Internal(msg(simnode_api::vm_messages::invalid_tx_message(
-            &other, from,
-        ))),
+        other => RpcError::simulate(
+            SimulateCode::Unclassified,
+            msg(simnode_api::vm_messages::invalid_tx_message(&other, from)),
+        ),
     }
 }
 
