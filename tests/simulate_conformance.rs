@@ -557,6 +557,39 @@ fn malformed_blob_calls_are_geths_internal_errors() {
     }
 }
 
+/// A call that halts on an instruction gets geth's message naming it (the per-call `error` is
+/// compared word for word, unlike a request's error).
+#[test]
+fn halts_name_the_instruction_as_geth_does() {
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let contract = "0xc200000000000000000000000000000000000000";
+    for (code, message) in [
+        ("0x0c", "invalid opcode: opcode 0xc not defined"),
+        ("0x600001", "stack underflow (1 <=> 2)"),
+        ("0xfe", "invalid opcode: INVALID"),
+    ] {
+        let payload = json!({"blockStateCalls": [{
+            "stateOverrides": {contract: {"code": code}},
+            "calls": [{"to": contract, "gas": "0x100000"}],
+        }]});
+        let resp = answer(&sim, &request(payload));
+        let error = &ok_blocks(&resp)[0]["calls"][0]["error"];
+        assert_eq!(error["code"], -32015, "{code}: {resp}");
+        assert_eq!(error["message"], message, "{code}");
+    }
+    // Before Shanghai (block 1 of the chain), PUSH0 is an opcode geth names but does not run.
+    let payload = json!({"blockStateCalls": [{
+        "stateOverrides": {contract: {"code": "0x5f"}},
+        "calls": [{"to": contract, "gas": "0x100000"}],
+    }]});
+    let resp = answer(
+        &sim,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_simulateV1", "params": [payload, "0x1"]}),
+    );
+    let error = &ok_blocks(&resp)[0]["calls"][0]["error"];
+    assert_eq!(error["message"], "invalid opcode: PUSH0", "{resp}");
+}
+
 /// Where a call fails more than one check, the one geth reports: it reads the call's fields
 /// (fee styles, chain id) before checking the nonce, and buys the gas (balance) before checking
 /// the intrinsic gas, which it checks before the init code's size; revm's own order differs.

@@ -87,6 +87,24 @@ pub fn halt_message(reason: &HaltReason) -> String {
     .to_owned()
 }
 
+/// [`halt_message`] with the operands geth adds when the halt was on an instruction it names:
+/// `opcode`, begun with `stack_len` items on the stack ("invalid opcode: opcode 0xc not
+/// defined", "invalid opcode: PUSH0" before Shanghai, "stack underflow (0 <=> 2)").
+pub fn halt_message_at(reason: &HaltReason, opcode: u8, stack_len: usize) -> String {
+    let known = revm::bytecode::opcode::OpCode::new(opcode);
+    match reason {
+        HaltReason::OpcodeNotFound | HaltReason::NotActivated => match known {
+            Some(op) => format!("invalid opcode: {}", op.as_str()),
+            None => format!("invalid opcode: opcode {opcode:#x} not defined"),
+        },
+        HaltReason::StackUnderflow => match known {
+            Some(op) => format!("stack underflow ({stack_len} <=> {})", op.inputs()),
+            None => halt_message(reason),
+        },
+        other => halt_message(other),
+    }
+}
+
 /// geth's wording for transactions that fail validation.
 pub fn invalid_tx_message(err: &InvalidTransaction, caller: Address) -> String {
     match err {

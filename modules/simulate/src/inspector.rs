@@ -55,6 +55,9 @@ pub struct SimInspector {
     /// The SELFDESTRUCT about to run (contract, beneficiary, the contract's balance), reported
     /// once it has.
     self_destruct: Option<(Address, Address, U256)>,
+    /// The instruction last begun (its opcode and the stack's height then): the one a call
+    /// halted on, whose name and stack geth's messages give.
+    last_op: (u8, usize),
 }
 
 impl SimInspector {
@@ -68,7 +71,13 @@ impl SimInspector {
             frames: Vec::new(),
             finished: Vec::new(),
             self_destruct: None,
+            last_op: (0, 0),
         }
+    }
+
+    /// The instruction last begun, as (opcode, stack height).
+    pub fn last_op(&self) -> (u8, usize) {
+        self.last_op
     }
 
     /// Starts numbering logs of a new block.
@@ -132,6 +141,7 @@ impl SimInspector {
 
 impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
     fn step(&mut self, interp: &mut Interpreter<EthInterpreter>, context: &mut CTX) {
+        self.last_op = (interp.bytecode.opcode(), interp.stack.len());
         self.steps = self.steps.wrapping_add(1);
         if self.timed_out || self.steps & (STEPS_PER_CLOCK_CHECK - 1) == 0 {
             if !self.timed_out && Instant::now() >= self.deadline {

@@ -532,6 +532,7 @@ impl Runner<'_> {
             if evm.inspector().timed_out() {
                 return Err(RpcError::Timeout(self.timeout_ms));
             }
+            let last_op = evm.inspector().last_op();
             let result_and_state = match outcome {
                 Ok(result) => result,
                 Err(EVMError::Transaction(InvalidTransaction::OverflowPaymentInTransaction)) => {
@@ -596,7 +597,7 @@ impl Runner<'_> {
             }
             .with_bloom();
             receipts.push(envelope_receipt(prepared.envelope.tx_type() as u8, receipt));
-            let call_result = call_result(result, tx_gas, max_used);
+            let call_result = call_result(result, tx_gas, max_used, last_op);
             executed.push(ExecutedCall {
                 result: call_result,
                 logs,
@@ -1117,10 +1118,13 @@ fn envelope_receipt(tx_type: u8, receipt: ReceiptWithBloom<Receipt>) -> ReceiptE
     }
 }
 
+/// The answer for one call; `last_op` is the instruction a halted call stopped on (opcode,
+/// stack height), which geth's message for it names.
 fn call_result(
     result: ExecutionResult<HaltReason>,
     gas_used: u64,
     max_used_gas: u64,
+    last_op: (u8, usize),
 ) -> CallResult {
     match result {
         ExecutionResult::Success { output, .. } => CallResult {
@@ -1150,7 +1154,7 @@ fn call_result(
             max_used_gas,
             status: 0,
             error: Some(CallError {
-                message: vm_messages::halt_message(&reason),
+                message: vm_messages::halt_message_at(&reason, last_op.0, last_op.1),
                 code: -32015,
                 data: None,
             }),
