@@ -1537,6 +1537,13 @@ fn dev_node_resets_to_genesis() {
     let node = Node::start(TempDir::new("dev-reset"), Path::new("dev"), &["--dev"]);
     let to = address!("0000000000000000000000000000000000002222");
     let genesis = node.result("eth_getBlockByNumber", json!(["0x0", false]));
+    // Shanghai holds from genesis: its body has an empty withdrawals list, as geth's and
+    // anvil's, counted in its size and raw form.
+    assert_eq!(genesis["withdrawals"], json!([]), "{genesis}");
+    let raw = node.result("debug_getRawBlock", json!(["0x0"]));
+    let raw_len = (raw.as_str().unwrap_or_default().len() - 2) / 2;
+    assert_eq!(genesis["size"], json!(format!("{raw_len:#x}")));
+    assert!(raw.as_str().unwrap_or_default().ends_with("c0c0c0"), "{raw}");
     let snapshot = node.result("anvil_snapshot", json!([]));
     // The metadata tools read to tell a dev chain and its resets apart.
     let before = node.result("anvil_metadata", json!([]));

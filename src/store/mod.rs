@@ -305,7 +305,14 @@ impl Store {
                 &tx,
                 &NewBlock {
                     header: header.clone(),
-                    body: BlockBody::default(),
+                    // A genesis from Shanghai on has an (empty) withdrawals list, as geth's:
+                    // its body, raw form and size count it.
+                    body: BlockBody {
+                        withdrawals: header
+                            .withdrawals_root
+                            .map(|_| alloy::eips::eip4895::Withdrawals::default()),
+                        ..BlockBody::default()
+                    },
                     senders: vec![],
                     receipts: vec![],
                     requests: vec![],
