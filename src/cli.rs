@@ -107,9 +107,9 @@ pub struct EvmLimitArgs {
     /// Tracing requests running at once; more wait (within their deadline).
     #[arg(long = "rpc.max-concurrent-traces", default_value_t = 2)]
     pub max_concurrent_traces: usize,
-    /// Widest block range of one eth_getLogs request.
-    #[arg(long = "rpc.max-logs-range", default_value_t = 10_000)]
-    pub max_logs_block_range: u64,
+    /// Widest block range of one eth_getLogs request. Default 10000, unlimited with --dev.
+    #[arg(long = "rpc.max-logs-range")]
+    pub max_logs_block_range: Option<u64>,
     /// Most logs one eth_getLogs answer may hold.
     #[arg(long = "rpc.max-logs", default_value_t = 20_000)]
     pub max_logs: usize,

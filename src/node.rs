@@ -133,7 +133,13 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         max_trace_calls: args.evm.max_trace_calls,
         max_vm_trace_bytes: args.evm.max_trace_bytes,
         max_concurrent_traces: args.evm.max_concurrent_traces,
-        max_logs_block_range: args.evm.max_logs_block_range,
+        // anvil and hardhat search any range: a test that mines past a timelock and reads
+        // events from block 0 should not fail on a dev node.
+        max_logs_block_range: args.evm.max_logs_block_range.unwrap_or(if args.dev {
+            u64::MAX
+        } else {
+            RpcLimits::default().max_logs_block_range
+        }),
         max_logs: args.evm.max_logs,
         tx_sync_timeout: Duration::from_millis(args.rpc.tx_sync_timeout_ms),
         tx_sync_max_timeout: Duration::from_millis(args.rpc.tx_sync_max_timeout_ms),
@@ -215,6 +221,11 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         None
     };
     let mut config = RpcConfig::from_args(&args.rpc, Some(&dir), &spec.name, args.metrics);
+    if args.dev && args.rpc.rate_limit.is_none() {
+        // A dev node serves one developer's test suite, whose bursts (ethers batches a
+        // hundred reads at a time) anvil and hardhat take without limit.
+        config.default_limits.rps = 0;
+    }
     config.health = Some(rpc::health::HealthSource(store.clone()));
     let mut tables = rpc::modules::MODULE_METHOD_PARAMS.to_vec();
     tables.push(crate::sync::testing::METHOD_PARAMS);

@@ -67,6 +67,8 @@ pub struct Pool {
     /// Whether the pool applies the rules of geth's and reth's pools that a dev node's (anvil's)
     /// does not (see [`Pool::strict`]).
     strict: bool,
+    /// Whether the dev miner mines a block for each arrival (see [`TxPool::mines_on_arrival`]).
+    mines_on_arrival: AtomicBool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -91,6 +93,11 @@ impl Pool {
             strict: true,
             ..Self::default()
         }
+    }
+
+    /// Set by the dev miner as its mining mode changes.
+    pub fn set_mines_on_arrival(&self, on: bool) {
+        self.mines_on_arrival.store(on, Ordering::Relaxed);
     }
 
     pub fn len(&self) -> usize {
@@ -509,6 +516,14 @@ impl TxPool for Pool {
 
     fn pool_events(&self) -> tokio::sync::broadcast::Receiver<PoolEvent> {
         self.events.subscribe()
+    }
+
+    fn mines_on_arrival(&self) -> bool {
+        self.mines_on_arrival.load(Ordering::Relaxed)
+    }
+
+    fn can_run_now(&self, hash: &B256) -> bool {
+        self.lock().announced.contains(hash)
     }
 
     fn next_nonce(&self, sender: &Address, state_nonce: u64) -> u64 {

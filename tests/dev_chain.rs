@@ -75,11 +75,14 @@ fn dev_node_mines_sent_transactions() {
     }
 
     let to = address!("000000000000000000000000000000000000beef");
-    // A transaction behind a nonce gap waits in the pool: no block is mined for it.
+    // A transaction behind a nonce gap waits in the pool: no block is mined for it (and the
+    // send does not wait for one).
+    let sent_at = std::time::Instant::now();
     let gapped = node.result(
         "eth_sendRawTransaction",
         json!([transfer(3, to, U256::from(1u64))]),
     );
+    assert!(sent_at.elapsed() < Duration::from_secs(1), "{:?}", sent_at.elapsed());
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
         node.result("eth_blockNumber", json!([])),
@@ -93,7 +96,12 @@ fn dev_node_mines_sent_transactions() {
     let mut hashes = Vec::new();
     for nonce in 0..3 {
         let raw = transfer(nonce, to, U256::from(1_000u64));
-        hashes.push(node.result("eth_sendRawTransaction", json!([raw])));
+        let hash = node.result("eth_sendRawTransaction", json!([raw]));
+        // Automine answers once the block is stored, as hardhat does: the receipt is there
+        // for a client that asks right after.
+        let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
+        assert_eq!(receipt["transactionHash"], hash, "{receipt}");
+        hashes.push(hash);
     }
     for hash in &hashes {
         let receipt = receipt_when_mined(&node, "the receipt", hash);
@@ -413,6 +421,26 @@ fn dev_node_signs_with_its_accounts() {
     assert!(tx["maxFeePerGas"].is_string() && tx["maxPriorityFeePerGas"].is_string());
     let raw: Bytes = serde_json::from_value(filled["raw"].clone()).expect("raw bytes");
     assert_eq!(raw[0], 2, "an EIP-1559 envelope");
+    // A legacy one unsigned, as geth leaves it: v, r and s zero, so no EIP-155 chain id, and
+    // hashed that way.
+    let filled = node.result(
+        "eth_fillTransaction",
+        json!([{"from": accounts[4], "to": to, "gasPrice": "0x3b9aca00", "gas": "0x5208"}]),
+    );
+    let tx = &filled["tx"];
+    assert_eq!(
+        (&tx["type"], &tx["v"], &tx["r"], &tx["s"]),
+        (&json!("0x0"), &json!("0x0"), &json!("0x0"), &json!("0x0")),
+        "{filled}"
+    );
+    assert!(tx.get("chainId").is_none(), "{filled}");
+    let raw: Bytes = serde_json::from_value(filled["raw"].clone()).expect("raw bytes");
+    assert!(raw.ends_with(&[0x80, 0x80, 0x80]), "{filled}");
+    assert_eq!(
+        tx["hash"],
+        json!(alloy::primitives::keccak256(&raw)),
+        "{filled}"
+    );
 
     // Messages, in geth's and MetaMask's argument orders.
     for (method, params) in [
@@ -905,7 +933,9 @@ fn dev_accounts_send_blob_transactions() {
         .clone();
     assert_eq!(hashes.len(), 2, "{tx}");
     assert!(tx["maxFeePerBlobGas"].is_string(), "{tx}");
-    assert!(tx.get("blobs").is_none(), "described without its sidecar");
+    // Described with its sidecar, as geth puts the blobs back on what it fills or signs.
+    assert_eq!(tx["blobs"].as_array().map(Vec::len), Some(2), "{tx}");
+    assert_eq!(tx["commitments"].as_array().map(Vec::len), Some(2), "{tx}");
     let raw = filled["raw"].as_str().expect("raw");
     assert!(raw.len() > 4 * 131_072, "encoded with its sidecar");
 
@@ -1543,7 +1573,10 @@ fn dev_node_resets_to_genesis() {
     let raw = node.result("debug_getRawBlock", json!(["0x0"]));
     let raw_len = (raw.as_str().unwrap_or_default().len() - 2) / 2;
     assert_eq!(genesis["size"], json!(format!("{raw_len:#x}")));
-    assert!(raw.as_str().unwrap_or_default().ends_with("c0c0c0"), "{raw}");
+    assert!(
+        raw.as_str().unwrap_or_default().ends_with("c0c0c0"),
+        "{raw}"
+    );
     let snapshot = node.result("anvil_snapshot", json!([]));
     // The metadata tools read to tell a dev chain and its resets apart.
     let before = node.result("anvil_metadata", json!([]));

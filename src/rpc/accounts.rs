@@ -29,9 +29,9 @@ use std::sync::{
 };
 
 use alloy::{
-    consensus::{SignableTransaction, Signed, TxEip4844Variant, TxEnvelope, TypedTransaction},
+    consensus::{SignableTransaction, TxEnvelope, TypedTransaction},
     eips::{eip2718::Encodable2718, eip7594::BlobTransactionSidecarVariant},
-    primitives::{eip191_hash_message, Address, Bytes, Signature, TxKind, B256, U256, U64},
+    primitives::{eip191_hash_message, Address, Bytes, TxKind, B256, U256, U64},
     rpc::types::TransactionRequest,
 };
 use alloy_dyn_abi::TypedData;
@@ -41,7 +41,7 @@ use jsonrpsee::{
 use k256::ecdsa::SigningKey;
 use serde::Serialize;
 use serde_json::{json, Value};
-use simnode_api::{ModuleContext, RpcError};
+use simnode_api::{unsigned_tx, ModuleContext, RpcError};
 
 use super::blob_args::{BlobArgs, TxArgs};
 use crate::store::Store;
@@ -91,23 +91,36 @@ pub trait AccountsApi {
 #[derive(Debug, Clone, Serialize)]
 pub struct SignedTransaction {
     raw: Bytes,
-    tx: TxEnvelope,
+    tx: Value,
 }
 
 impl SignedTransaction {
-    /// `tx` encoded with its sidecar, if it has one (the form eth_sendRawTransaction takes),
-    /// and described without it, as geth does.
-    fn of(tx: TxEnvelope) -> Self {
-        let raw = Bytes::from(tx.encoded_2718());
-        let tx = match tx {
-            TxEnvelope::Eip4844(signed) => {
-                let (variant, signature, hash) = signed.into_parts();
-                let bare = TxEip4844Variant::TxEip4844(variant.into());
-                TxEnvelope::Eip4844(Signed::new_unchecked(bare, signature, hash))
-            }
-            other => other,
+    /// `tx` encoded and described with its sidecar, if it has one (the form
+    /// eth_sendRawTransaction takes; geth puts the blobs back on what it signed).
+    fn of(tx: TxEnvelope) -> RpcResult<Self> {
+        Ok(Self {
+            raw: Bytes::from(tx.encoded_2718()),
+            tx: serde_json::to_value(&tx).map_err(RpcError::internal)?,
+        })
+    }
+
+    /// `tx` unsigned, as geth answers eth_fillTransaction: a zero signature, which leaves a
+    /// legacy transaction without its EIP-155 chain id and with `v` zero.
+    fn unsigned(tx: TypedTransaction) -> RpcResult<Self> {
+        let TypedTransaction::Legacy(legacy) = tx else {
+            return Self::of(TxEnvelope::from(
+                tx.into_signed(unsigned_tx::zero_signature()),
+            ));
         };
-        Self { raw, tx }
+        let tx = unsigned_tx::legacy(legacy);
+        let mut raw = Vec::new();
+        unsigned_tx::encode(&tx, &mut raw);
+        let mut json = serde_json::to_value(&tx).map_err(RpcError::internal)?;
+        unsigned_tx::legacy_json_v(&mut json);
+        Ok(Self {
+            raw: raw.into(),
+            tx: json,
+        })
     }
 }
 
@@ -365,10 +378,13 @@ impl Accounts {
         let tx = TxEnvelope::from(tx.into_signed(simnode_api::impersonation::signature(from)));
         // A blob transaction's proofs are verified there: not on the runtime.
         let ctx = self.ctx.clone();
-        tokio::task::spawn_blocking(move || simnode_eth::send::submit(&ctx, tx, from))
-            .await
-            .map_err(RpcError::internal)?
-            .map_err(simnode_eth::send::submit_error)
+        let submitted = async move {
+            tokio::task::spawn_blocking(move || simnode_eth::send::submit(&ctx, tx, from))
+                .await
+                .map_err(RpcError::internal)?
+                .map_err(simnode_eth::send::submit_error)
+        };
+        simnode_eth::send_sync::sent(&self.ctx, submitted).await
     }
 
     fn sign_message(&self, address: Address, data: &[u8]) -> RpcResult<Bytes> {
@@ -473,14 +489,11 @@ impl AccountsApiServer for Accounts {
     async fn sign_transaction(&self, request: TxArgs) -> RpcResult<SignedTransaction> {
         let _one_at_a_time = self.sending.lock().await;
         let tx = self.signed(request).await?;
-        Ok(SignedTransaction::of(tx))
+        SignedTransaction::of(tx)
     }
 
     async fn fill_transaction(&self, request: TxArgs) -> RpcResult<SignedTransaction> {
-        let tx = self.filled(request).await?;
-        // geth encodes the unsigned transaction with a zero signature.
-        let tx = TxEnvelope::from(tx.into_signed(Signature::new(U256::ZERO, U256::ZERO, false)));
-        Ok(SignedTransaction::of(tx))
+        SignedTransaction::unsigned(self.filled(request).await?)
     }
 
     fn sign(&self, address: Address, data: Bytes) -> RpcResult<Bytes> {

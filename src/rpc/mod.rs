@@ -151,8 +151,9 @@ pub struct RpcArgs {
     pub disable_compression: bool,
 
     /// Default requests per second per API key (0 = unlimited); a key's own limit wins.
-    #[arg(long = "rpc.rate-limit", default_value_t = 100)]
-    pub rate_limit: u32,
+    /// Default 100, unlimited with --dev (a local test suite's bursts are not abuse).
+    #[arg(long = "rpc.rate-limit")]
+    pub rate_limit: Option<u32>,
     /// Default burst per API key (requests allowed at once after an idle period).
     #[arg(long = "rpc.rate-burst", default_value_t = 200)]
     pub rate_burst: u32,
@@ -204,7 +205,7 @@ impl Default for RpcArgs {
             cors_domains: vec!["*".into()],
             ws_origins: vec!["*".into()],
             disable_compression: false,
-            rate_limit: 100,
+            rate_limit: None,
             rate_burst: 200,
             daily_quota: 0,
             allow_methods: Vec::new(),
@@ -254,6 +255,9 @@ pub struct RpcConfig {
     pub health: Option<health::HealthSource>,
 }
 
+/// Requests per second per API key when neither the key nor `--rpc.rate-limit` says.
+pub const DEFAULT_RATE_LIMIT: u32 = 100;
+
 impl RpcConfig {
     pub fn from_args(
         args: &RpcArgs,
@@ -267,7 +271,7 @@ impl RpcConfig {
             network: network.to_string(),
             cli_keys: args.api_keys.clone(),
             default_limits: EffectiveLimits {
-                rps: args.rate_limit,
+                rps: args.rate_limit.unwrap_or(DEFAULT_RATE_LIMIT),
                 burst: args.rate_burst.max(1),
                 daily_quota: args.daily_quota,
             },

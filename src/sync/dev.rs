@@ -250,6 +250,7 @@ impl StateEdit {
 
 impl DevChain {
     pub fn new(store: Arc<Store>, pool: Arc<Pool>, mode: MiningMode) -> Self {
+        pool.set_mines_on_arrival(mode == MiningMode::Auto);
         Self {
             store,
             pool,
@@ -277,6 +278,7 @@ impl DevChain {
 
     /// Switches the miner to `mode` (it mines what waits at once when that is automine).
     pub fn set_mining_mode(&self, mode: MiningMode) {
+        self.pool.set_mines_on_arrival(mode == MiningMode::Auto);
         self.mode.send_replace(mode);
     }
 

@@ -25,6 +25,7 @@ pub mod rpc_block;
 pub mod state;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod unsigned_tx;
 pub mod view;
 pub mod vm_messages;
 

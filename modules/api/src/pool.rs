@@ -90,6 +90,21 @@ pub trait TxPool: Send + Sync {
     /// transaction when its pool promotes it. Called after an insert.
     fn promote(&self, _sender: &Address, _state_nonce: u64) {}
 
+    /// Whether a block is mined as soon as a transaction arrives (a dev node's automine): the
+    /// send methods then answer once that block is stored, as hardhat's do, so that a receipt
+    /// asked for right after the answer is there (clients that poll once and then wait for a
+    /// next block would otherwise wait for one automine never makes).
+    fn mines_on_arrival(&self) -> bool {
+        false
+    }
+
+    /// Whether the waiting transaction `hash` can run now, being in its sender's gapless run
+    /// (announced by [`Self::promote`]); one behind a nonce gap waits for the gap.
+    fn can_run_now(&self, hash: &B256) -> bool {
+        let _ = hash;
+        true
+    }
+
     /// Transactions entering the pool from now on (see [`crate::events`]). Pools that do not
     /// announce them have none: the receiver reports the channel closed.
     fn pool_events(&self) -> tokio::sync::broadcast::Receiver<crate::PoolEvent> {

@@ -18,7 +18,7 @@ mod logs;
 mod node_facts;
 mod pubsub;
 pub mod send;
-mod send_sync;
+pub mod send_sync;
 mod syncing;
 mod uncles;
 
@@ -875,7 +875,11 @@ impl EthApiServer for Eth {
     }
 
     async fn send_raw_transaction(&self, raw: Bytes) -> JsonRpcResult<B256> {
-        send::send_raw_transaction_async(&self.ctx, raw.into()).await
+        send_sync::sent(
+            &self.ctx,
+            send::send_raw_transaction_async(&self.ctx, raw.into()),
+        )
+        .await
     }
 
     async fn send_raw_transaction_sync(

@@ -45,6 +45,30 @@ pub async fn send_and_wait(
     Ok(wait_for_receipt(ctx, hash, &mut events, deadline, wait).await?)
 }
 
+/// How long a send waits for the block a dev node mines on arrival (see
+/// [`simnode_api::TxPool::mines_on_arrival`]) before answering anyway.
+const MINED_ON_ARRIVAL_WAIT: Duration = Duration::from_secs(2);
+
+/// Runs `send` (which puts one transaction in the pool and gives its hash) and, when the pool
+/// has a block mined for each arrival, answers once a stored block carries the transaction (or
+/// after [`MINED_ON_ARRIVAL_WAIT`]: the hash is the answer either way).
+pub async fn sent<F, E>(ctx: &ModuleContext, send: F) -> Result<B256, E>
+where
+    F: std::future::Future<Output = Result<B256, E>>,
+{
+    // Followed from before the pool sees it: the block may be built before `send` returns.
+    let mut events = ctx.pool.mines_on_arrival().then(|| ctx.chain.chain_events());
+    let hash = send.await?;
+    // One behind a nonce gap stays in the pool: no block comes for it.
+    let gapped = ctx.pool.get(&hash).is_some() && !ctx.pool.can_run_now(&hash);
+    if let (Some(events), false) = (events.as_mut(), gapped) {
+        let deadline = Instant::now() + MINED_ON_ARRIVAL_WAIT;
+        // A timeout or a store error leaves the answer as it is: the transaction was taken.
+        let _ = wait_for_receipt(ctx, hash, events, deadline, MINED_ON_ARRIVAL_WAIT).await;
+    }
+    Ok(hash)
+}
+
 async fn wait_for_receipt(
     ctx: &ModuleContext,
     hash: B256,

@@ -14,12 +14,11 @@ use alloy::{
         proofs::{
             calculate_receipt_root, calculate_withdrawals_root, ordered_trie_root_with_encoder,
         },
-        transaction::RlpEcdsaEncodableTx,
         Block, BlockBody, Eip658Value, Header, Receipt, ReceiptEnvelope, ReceiptWithBloom,
-        SignableTransaction, Signed, TxEip1559, TxEip4844, TxEip7702, TxEnvelope, TxLegacy,
+        SignableTransaction, TxEip1559, TxEip4844, TxEip7702, TxEnvelope, TxLegacy,
     },
     eips::{eip4844::DATA_GAS_PER_BLOB, eip4895::Withdrawals, eip7685::Requests},
-    primitives::{Address, Bloom, Bytes, Signature, TxKind, B256, U256},
+    primitives::{Address, Bloom, Bytes, TxKind, B256, U256},
     rpc::types::{BlockTransactions, Log as RpcLog, TransactionRequest},
 };
 use alloy_evm::{
@@ -43,8 +42,8 @@ use revm::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 use simnode_api::{
-    call::PrecompileEdits, error::SimulateCode, offload::EvmPool, vm_messages, BlockParam,
-    ChainSpec, ChainView, ModuleContext, RootCarry, RpcError, RpcResult, StateChanges,
+    call::PrecompileEdits, error::SimulateCode, offload::EvmPool, unsigned_tx, vm_messages,
+    BlockParam, ChainSpec, ChainView, ModuleContext, RootCarry, RpcError, RpcResult, StateChanges,
 };
 
 use crate::{
@@ -346,7 +345,7 @@ impl BodyRoots {
             logs_bloom |= *r.logs_bloom();
         }
         Self {
-            transactions_root: ordered_trie_root_with_encoder(&transactions, encode_transaction),
+            transactions_root: ordered_trie_root_with_encoder(&transactions, unsigned_tx::encode),
             receipts_root: calculate_receipt_root(&receipts),
             logs_bloom,
             transactions,
@@ -874,7 +873,7 @@ impl Runner<'_> {
                 .map(revm::context::either::Either::Left)
                 .collect(),
         };
-        let sig = Signature::new(U256::ZERO, U256::ZERO, false);
+        let sig = unsigned_tx::zero_signature();
         let to = match kind {
             TxKind::Call(to) => to,
             TxKind::Create => Address::ZERO,
@@ -911,7 +910,7 @@ impl Runner<'_> {
                 }
                 .into_signed(sig),
             ),
-            0 => unsigned_legacy(TxLegacy {
+            0 => unsigned_tx::legacy(TxLegacy {
                 chain_id: None,
                 nonce,
                 gas_price: call.gas_price.unwrap_or_default(),
@@ -1025,7 +1024,7 @@ impl Runner<'_> {
             block: &block,
             calls: &calls,
         };
-        // Every legacy transaction of a simulated block is one `unsigned_legacy` made.
+        // Every legacy transaction of a simulated block is an unsigned one (`unsigned_tx`).
         let unsigned_legacy = |tx: &alloy::rpc::types::Transaction| tx.inner.inner().is_legacy();
         match &block.transactions {
             BlockTransactions::Full(full) if full.iter().any(unsigned_legacy) => {
@@ -1035,7 +1034,7 @@ impl Runner<'_> {
                 if let Some(txs) = value["transactions"].as_array_mut() {
                     for (tx, full) in txs.iter_mut().zip(full) {
                         if unsigned_legacy(full) {
-                            tx["v"] = serde_json::Value::from("0x0");
+                            unsigned_tx::legacy_json_v(tx);
                         }
                     }
                 }
@@ -1065,42 +1064,6 @@ struct PreparedCall {
     /// The block's base fee (0 before London), for geth's fee error message.
     base_fee: u64,
     gas: u64,
-}
-
-/// An unsigned legacy transaction as geth's simulation makes it: `v`, `r` and `s` zero (so no
-/// EIP-155 chain id), hashed that way. alloy would encode `v` as 27; [`encode_transaction`]
-/// encodes it as zero for the block's transaction root.
-fn unsigned_legacy(tx: TxLegacy) -> TxEnvelope {
-    let mut encoded = Vec::with_capacity(tx.rlp_encoded_fields_length() + 8);
-    encode_unsigned_legacy(&tx, &mut encoded);
-    let hash = alloy::primitives::keccak256(&encoded);
-    let unsigned = Signature::new(U256::ZERO, U256::ZERO, false);
-    TxEnvelope::Legacy(Signed::new_unchecked(tx, unsigned, hash))
-}
-
-fn encode_unsigned_legacy(tx: &TxLegacy, out: &mut dyn alloy::rlp::BufMut) {
-    use alloy::rlp::Encodable;
-    // v, r and s: three zeros of one byte each.
-    let payload_length = tx.rlp_encoded_fields_length() + 3;
-    alloy::rlp::Header {
-        list: true,
-        payload_length,
-    }
-    .encode(out);
-    tx.rlp_encode_fields(out);
-    for _ in 0..3 {
-        0u8.encode(out);
-    }
-}
-
-/// A simulated transaction's encoding in the block (EIP-2718): every legacy one is unsigned
-/// (made by [`unsigned_legacy`]).
-fn encode_transaction(tx: &TxEnvelope, out: &mut Vec<u8>) {
-    use alloy::eips::Encodable2718;
-    match tx {
-        TxEnvelope::Legacy(signed) => encode_unsigned_legacy(signed.tx(), out),
-        other => other.encode_2718(out),
-    }
 }
 
 fn effective_gas_price(tx: &TxEnvelope, base_fee: Option<u64>) -> u128 {
