@@ -133,13 +133,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         max_trace_calls: args.evm.max_trace_calls,
         max_vm_trace_bytes: args.evm.max_trace_bytes,
         max_concurrent_traces: args.evm.max_concurrent_traces,
-        // anvil and hardhat search any range: a test that mines past a timelock and reads
-        // events from block 0 should not fail on a dev node.
-        max_logs_block_range: args.evm.max_logs_block_range.unwrap_or(if args.dev {
-            u64::MAX
-        } else {
-            RpcLimits::default().max_logs_block_range
-        }),
+        max_logs_block_range: logs_range_limit(args.evm.max_logs_block_range, args.dev),
         max_logs: args.evm.max_logs,
         tx_sync_timeout: Duration::from_millis(args.rpc.tx_sync_timeout_ms),
         tx_sync_max_timeout: Duration::from_millis(args.rpc.tx_sync_max_timeout_ms),
@@ -291,4 +285,26 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     stop_within(SHUTDOWN_GRACE, "Engine API", engine.stopped()).await;
     drop(store);
     Ok(())
+}
+
+/// The widest eth_getLogs range: the flag's, else 10,000 blocks, or none on a dev node (anvil
+/// and hardhat search any range: a test that mines past a timelock and then reads events from
+/// block 0 should not fail there).
+fn logs_range_limit(flag: Option<u64>, dev: bool) -> u64 {
+    match (flag, dev) {
+        (Some(blocks), _) => blocks,
+        (None, true) => u64::MAX,
+        (None, false) => RpcLimits::default().max_logs_block_range,
+    }
+}
+
+#[cfg(test)]
+mod logs_range_tests {
+    #[test]
+    fn a_dev_node_searches_any_range_unless_told() {
+        assert_eq!(super::logs_range_limit(None, false), 10_000);
+        assert_eq!(super::logs_range_limit(None, true), u64::MAX);
+        assert_eq!(super::logs_range_limit(Some(50), true), 50);
+        assert_eq!(super::logs_range_limit(Some(50), false), 50);
+    }
 }

@@ -82,7 +82,11 @@ fn dev_node_mines_sent_transactions() {
         "eth_sendRawTransaction",
         json!([transfer(3, to, U256::from(1u64))]),
     );
-    assert!(sent_at.elapsed() < Duration::from_secs(1), "{:?}", sent_at.elapsed());
+    assert!(
+        sent_at.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        sent_at.elapsed()
+    );
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
         node.result("eth_blockNumber", json!([])),
@@ -2123,4 +2127,20 @@ fn hardhat_network_helpers_find_what_they_need() {
     receipt_when_mined(&node, "the transfer", &hash);
     let r = node.call("hardhat_dropTransaction", json!([hash]));
     assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+/// A dev node serves a test suite as anvil does: no per-key rate limit by default (ethers
+/// batches a hundred reads at a time; a key's default burst is 200).
+#[test]
+fn dev_node_does_not_rate_limit_a_test_suite() {
+    let node = Node::start(TempDir::new("dev-unlimited"), Path::new("dev"), &["--dev"]);
+    let batch: Vec<Value> = (0..100)
+        .map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "eth_blockNumber", "params": []}))
+        .collect();
+    let batch = serde_json::to_string(&batch).expect("json");
+    for _ in 0..5 {
+        let (status, body) = node.rpc_raw(&batch);
+        assert_eq!(status, 200, "{body}");
+        assert!(!body.contains("error"), "{body}");
+    }
 }

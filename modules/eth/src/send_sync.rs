@@ -57,7 +57,10 @@ where
     F: std::future::Future<Output = Result<B256, E>>,
 {
     // Followed from before the pool sees it: the block may be built before `send` returns.
-    let mut events = ctx.pool.mines_on_arrival().then(|| ctx.chain.chain_events());
+    let mut events = ctx
+        .pool
+        .mines_on_arrival()
+        .then(|| ctx.chain.chain_events());
     let hash = send.await?;
     // One behind a nonce gap stays in the pool: no block comes for it.
     let gapped = ctx.pool.get(&hash).is_some() && !ctx.pool.can_run_now(&hash);
