@@ -5,8 +5,8 @@
 //!   for it, or `{timestamp, blocks}` for several (at most [`MAX_BLOCKS_PER_MINE`]). `"0x0"`.
 //! - `anvil_mine` / `hardhat_mine [blocks, interval]`: several blocks, `interval` seconds apart.
 //! - `evm_increaseTime seconds`: later blocks' clock moves ahead (of the head's timestamp at
-//!   least); the total offset from the wall clock in seconds (a negative JSON number when the
-//!   clock is behind it, after a block took an earlier timestamp, as anvil answers).
+//!   least); the total offset from the wall clock in seconds, a JSON number as anvil answers
+//!   (negative when the clock is behind it, after a block took an earlier timestamp).
 //! - `evm_setNextBlockTimestamp timestamp`: the next block's timestamp (after the head's); the
 //!   clock of the blocks after it goes on from there.
 //! - `evm_snapshot`: an id for the chain as it is now (head and clock); ids are never reused.
@@ -467,11 +467,9 @@ impl DevControlsApiServer for DevControls {
             .dev
             .increase_time(seconds)
             .map_err(RpcError::invalid_params)?;
-        // A quantity cannot be negative: behind the wall clock, the plain number anvil gives.
-        Ok(match u64::try_from(offset) {
-            Ok(ahead) => serde_json::to_value(U64::from(ahead)).map_err(internal)?,
-            Err(_) => Value::from(offset),
-        })
+        // anvil's answer: the whole offset from the wall clock as a plain number (negative
+        // behind it), which viem's and ethers' helpers pass on as they get it.
+        Ok(Value::from(offset))
     }
 
     fn set_next_block_timestamp(&self, timestamp: Value) -> RpcResult<()> {
