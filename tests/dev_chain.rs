@@ -582,7 +582,9 @@ fn dev_node_mines_on_demand_moves_its_clock_and_reverts_to_snapshots() {
     assert_eq!(quantity(&head(&node)["timestamp"]), at);
     // The answer is the whole offset from the wall clock: the set time's, plus the hour.
     let offset = node.result("evm_increaseTime", json!(["0xe10"]));
-    let offset = offset.as_u64().unwrap_or_else(|| panic!("a number, as anvil's: {offset}"));
+    let offset = offset
+        .as_u64()
+        .unwrap_or_else(|| panic!("a number, as anvil's: {offset}"));
     assert!(offset >= 3600 + 900_000, "{offset}");
     node.result("evm_mine", json!([{"blocks": 3}]));
     let last = head(&node);

@@ -1516,6 +1516,26 @@ async fn websocket_calls_limits_and_ping() {
 // ---------------------------------------------------------------------------------------------
 // Shutdown
 
+/// A `test_sleep` of `ms` posted to `path` on its own task: a request held in flight.
+fn sleep_request(
+    addr: std::net::SocketAddr,
+    path: &str,
+    ms: u64,
+) -> tokio::task::JoinHandle<Reply> {
+    let path = path.to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "test_sleep", "params": [ms]});
+    tokio::spawn(async move {
+        http(
+            addr,
+            "POST",
+            &path,
+            Some("application/json"),
+            body.to_string().into_bytes(),
+        )
+        .await
+    })
+}
+
 /// `--rpc.max-connections` counts requests being served and open sockets together; past it a
 /// request is answered 503 with a JSON-RPC error and Retry-After, not jsonrpsee's plain-text 429
 /// (which reads as the key's rate limit).
@@ -1526,21 +1546,7 @@ async fn requests_past_the_connection_cap_get_a_json_503() {
     tokio::time::sleep(Duration::from_millis(150)).await;
     let addr = node.addr();
     let path = format!("/v3/{key}");
-    let sleeping = |ms: u64| {
-        let path = path.clone();
-        let body =
-            json!({"jsonrpc": "2.0", "id": 1, "method": "test_sleep", "params": [ms]}).to_string();
-        tokio::spawn(async move {
-            http(
-                addr,
-                "POST",
-                &path,
-                Some("application/json"),
-                body.into_bytes(),
-            )
-            .await
-        })
-    };
+    let sleeping = |ms: u64| sleep_request(addr, &path, ms);
     let busy = [sleeping(600), sleeping(600)];
     tokio::time::sleep(Duration::from_millis(150)).await;
     let refused = sleeping(0).await.expect("request task");
@@ -1564,19 +1570,7 @@ async fn graceful_shutdown_finishes_requests_in_flight() {
     tokio::time::sleep(Duration::from_millis(150)).await;
     let addr = node.addr();
 
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "test_sleep", "params": [500]}).to_string();
-    let path = format!("/v3/{key}");
-    let in_flight = tokio::spawn(async move {
-        http(
-            addr,
-            "POST",
-            &path,
-            Some("application/json"),
-            body.into_bytes(),
-        )
-        .await
-    });
+    let in_flight = sleep_request(addr, &format!("/v3/{key}"), 500);
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     node.server.stop();
