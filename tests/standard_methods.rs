@@ -301,3 +301,69 @@ fn intermediate_roots_end_at_the_blocks_state_root() {
     let r = node.call("debug_intermediateRoots", json!([]));
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
+
+/// eth_call prepares a call as geth's CallDefaults and ToMessage do: a fee cap without a tip
+/// tips nothing (GASPRICE is the base fee), BLOBBASEFEE is the block's unless the call names a
+/// blob fee cap of 0, `input` wins over `data`, the fork's rules follow a block override of the
+/// time, and geth's plain errors are -32000.
+#[test]
+fn calls_are_prepared_as_geths() {
+    let node = Node::execution_apis(&[]);
+    let c = "0x00000000000000000000000000000000000000c0";
+    let from = "0x0c2c51a0990aee1d73c1228de158688341557508";
+    let with_code = |code: &str| json!({c: {"code": code}});
+    let word = |v: &Value| {
+        let hex = v.as_str().unwrap_or_else(|| panic!("a word: {v}"));
+        u128::from_str_radix(hex.trim_start_matches("0x"), 16).expect("hex")
+    };
+    let latest = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    // GASPRICE; RETURN it.
+    let gas_price = node.result(
+        "eth_call",
+        json!([{"from": from, "to": c, "maxFeePerGas": "0x20000000"}, "latest", with_code("0x3a60005260206000f3")]),
+    );
+    assert_eq!(
+        word(&gas_price),
+        word(&latest["baseFeePerGas"]),
+        "{gas_price}"
+    );
+    // BLOBBASEFEE; RETURN it.
+    let blob_fee = node.result(
+        "eth_call",
+        json!([{"to": c}, "latest", with_code("0x4a60005260206000f3"), {"blobBaseFee": "0x99"}]),
+    );
+    assert_eq!(word(&blob_fee), 0x99, "{blob_fee}");
+    // The identity precompile echoes `input`.
+    let echoed = node.result(
+        "eth_call",
+        json!([{"to": "0x0000000000000000000000000000000000000004", "input": "0x11", "data": "0x22"}, "latest"]),
+    );
+    assert_eq!(echoed, "0x11");
+    // PUSH0 in a block whose time is before Shanghai (390 on this chain).
+    let push0 = node.call(
+        "eth_call",
+        json!([{"to": c}, "latest", with_code("0x5f60005260206000f3"), {"time": "0x100"}]),
+    );
+    assert_eq!(push0["error"]["code"], -32000, "{push0}");
+    for (params, what) in [
+        (
+            json!([{"to": c, "gasPrice": "0x1", "maxFeePerGas": "0x1"}, "latest"]),
+            "both fee styles",
+        ),
+        (
+            json!([{"to": c}, "latest", {c: {"state": {}, "stateDiff": {}}}]),
+            "state and stateDiff",
+        ),
+        (
+            json!([{"to": c, "blobVersionedHashes": []}, "latest"]),
+            "an empty blob hash list",
+        ),
+        (
+            json!([{"to": c}, "latest", null, {"withdrawals": []}]),
+            "a withdrawals override",
+        ),
+    ] {
+        let refused = node.call("eth_call", params);
+        assert_eq!(refused["error"]["code"], -32000, "{what}: {refused}");
+    }
+}

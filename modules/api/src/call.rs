@@ -49,6 +49,39 @@ impl StateContext {
     }
 }
 
+/// The block overrides of eth_call, eth_estimateGas and eth_createAccessList: alloy's, and
+/// whether the request named `withdrawals`, which alloy's type has no field for (it would be
+/// dropped unseen) and geth refuses for these methods.
+#[derive(Debug, Clone, Default)]
+pub struct CallBlockOverrides {
+    overrides: BlockOverrides,
+    withdrawals: bool,
+}
+
+impl<'de> serde::Deserialize<'de> for CallBlockOverrides {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let withdrawals = value.get("withdrawals").is_some();
+        let overrides = serde_json::from_value(value).map_err(serde::de::Error::custom)?;
+        Ok(Self {
+            overrides,
+            withdrawals,
+        })
+    }
+}
+
+impl CallBlockOverrides {
+    /// The overrides, or geth's refusal (-32000) of the ones a call cannot apply.
+    pub fn into_checked(self) -> RpcResult<BlockOverrides> {
+        if self.withdrawals {
+            return Err(RpcError::Server(
+                "block override \"withdrawals\" is not supported for this RPC method".into(),
+            ));
+        }
+        Ok(self.overrides)
+    }
+}
+
 /// Refuses an empty list of bundles (-32602) and more than `max_calls` calls over all of them
 /// (-32005, naming `method`), as reth does for `eth_callMany` and `debug_traceCallMany`.
 pub fn check_bundles(
@@ -233,7 +266,16 @@ pub fn prepare(
                 "block override \"beaconRoot\" is not supported for this RPC method".into(),
             ));
         }
+        let moves_the_block = overrides.number.is_some() || overrides.time.is_some();
         apply_block_overrides(overrides, &mut db, &mut env.block_env);
+        if moves_the_block {
+            // geth derives the fork's rules (opcodes, precompiles) from the block as
+            // overridden, not from the block the state is taken from.
+            env.cfg_env.spec = spec.spec_id(
+                env.block_env.number.saturating_to(),
+                env.block_env.timestamp.saturating_to(),
+            );
+        }
     }
     let mut precompiles = PrecompileEdits::default();
     if let Some(overrides) = state_overrides {
@@ -243,8 +285,8 @@ pub fn prepare(
                 .map(|(address, account)| (*address, account.move_precompile_to)),
             env.cfg_env.spec,
         )?;
-        apply_state_overrides(overrides, &mut db)
-            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+        // geth's override errors ("has both 'state' and 'stateDiff'") are plain ones: -32000.
+        apply_state_overrides(overrides, &mut db).map_err(|e| RpcError::Server(e.to_string()))?;
     }
     let (tx, gas_defaulted) = call_tx(&mut env, &db, request, bounds.gas_cap, CallRules::Geth)?;
     Ok(Prepared {
@@ -331,7 +373,13 @@ pub fn call_tx(
             )));
         }
     }
-    if zero(request.max_fee_per_blob_gas) {
+    // geth reads BLOBBASEFEE as 0 only for a call that names a blob fee cap of 0, or names blob
+    // hashes without a cap (which it then sets to 0); any other call sees the block's.
+    let blob_fee_cap_zero = match request.max_fee_per_blob_gas {
+        Some(cap) => cap == 0,
+        None => request.blob_versioned_hashes.is_some(),
+    };
+    if blob_fee_cap_zero {
         if let Some(blob) = env.block_env.blob_excess_gas_and_price.as_mut() {
             blob.blob_gasprice = 0;
         }
@@ -352,6 +400,32 @@ pub fn call_tx(
     if request.blob_versioned_hashes.is_none() && request.sidecar.is_none() {
         request.max_fee_per_blob_gas = None;
     }
+    let dynamic = request.max_fee_per_gas.is_some() || request.max_priority_fee_per_gas.is_some();
+    if rules == CallRules::Geth && request.gas_price.is_some() && dynamic {
+        // A plain error in geth's CallDefaults: -32000 (reth's is a malformed request).
+        return Err(RpcError::Server(
+            "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified".into(),
+        ));
+    }
+    if rules == CallRules::Geth {
+        // geth's calls read `input` when both are given, whatever `data` holds (only its send
+        // path refuses a pair that differs).
+        if let Some(input) = request.input.input.clone() {
+            request.input = alloy::rpc::types::TransactionInput::new(input);
+        }
+    }
+    if rules == CallRules::Geth
+        && request
+            .blob_versioned_hashes
+            .as_ref()
+            .is_some_and(Vec::is_empty)
+    {
+        // geth's state transition refuses it before anything runs (-32000, in its words).
+        return Err(RpcError::Server(format!(
+            "err: blob transaction missing blob hashes (supplied gas {})",
+            request.gas.unwrap_or(gas_cap).min(gas_cap)
+        )));
+    }
     let fee_cap = request.max_fee_per_gas;
     let mut tx: TxEnv = request
         .try_into_tx_env(env)
@@ -361,6 +435,9 @@ pub fn call_tx(
     // cap and the tip itself.
     if tx.tx_type >= 2 {
         tx.gas_price = fee_cap.unwrap_or_default();
+        // geth's CallDefaults: a fee cap without a tip tips nothing (the EVM would price the
+        // call at its whole cap: GASPRICE, and the sender's charge, would differ).
+        tx.gas_priority_fee.get_or_insert(0);
     }
     if gas_defaulted || tx.gas_limit > gas_cap {
         tx.gas_limit = gas_cap;

@@ -201,7 +201,7 @@ pub trait EthApi {
         request: TransactionRequest,
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
-        block_overrides: Option<Box<BlockOverrides>>,
+        block_overrides: Option<Box<call::CallBlockOverrides>>,
     ) -> JsonRpcResult<Bytes>;
     /// Flashbots' bundle simulation, as reth serves it (see [`call_bundle`]).
     #[method(name = "eth_callBundle")]
@@ -223,7 +223,7 @@ pub trait EthApi {
         request: TransactionRequest,
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
-        block_overrides: Option<Box<BlockOverrides>>,
+        block_overrides: Option<Box<call::CallBlockOverrides>>,
     ) -> JsonRpcResult<U64>;
 
     #[method(name = "eth_createAccessList")]
@@ -731,9 +731,9 @@ impl EthApiServer for Eth {
         request: TransactionRequest,
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
-        block_overrides: Option<Box<BlockOverrides>>,
+        block_overrides: Option<Box<call::CallBlockOverrides>>,
     ) -> JsonRpcResult<Bytes> {
-        let overrides = block_overrides.map(|b| *b);
+        let overrides = block_overrides.map(|b| b.into_checked()).transpose()?;
         Ok(self
             .run_call(request, block, state_overrides, overrides, |prepared| {
                 let call::Prepared {
@@ -792,9 +792,9 @@ impl EthApiServer for Eth {
         request: TransactionRequest,
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
-        block_overrides: Option<Box<BlockOverrides>>,
+        block_overrides: Option<Box<call::CallBlockOverrides>>,
     ) -> JsonRpcResult<U64> {
-        let overrides = block_overrides.map(|b| *b);
+        let overrides = block_overrides.map(|b| b.into_checked()).transpose()?;
         Ok(self
             .run_call(request, block, state_overrides, overrides, |prepared| {
                 // The block's gas limit, or the one the overrides give it, bounds the search.

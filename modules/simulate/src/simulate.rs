@@ -769,10 +769,12 @@ impl Runner<'_> {
                 ));
             }
         }
+        // geth reads `input` when both are given, whatever `data` holds.
         let input = call
             .input
-            .try_into_unique_input()
-            .map_err(|e| RpcError::invalid_params(e.to_string()))?
+            .input
+            .clone()
+            .or_else(|| call.input.data.clone())
             .unwrap_or_default();
         let value = call.value.unwrap_or_default();
         let base_fee = header.base_fee_per_gas;
