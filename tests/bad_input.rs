@@ -23,8 +23,9 @@ use support::{
 /// it for the first three.
 const GETH_INTERNAL_ERRORS: &[&str] = &[
     "nonce has max value",
-    "empty authorization list",
+    "empty auth list",
     "empty blobs",
+    "missing blob hashes",
     "max fee per blob gas less than block blob gas fee",
     "has invalid hash version",
     "blob transaction of type create",
