@@ -982,7 +982,8 @@ fn struct_log_errors_read_as_geths() {
     );
 }
 
-/// eth_feeHistory's percentiles must rise strictly, as current geth wants them.
+/// eth_feeHistory's percentiles must rise strictly, as current geth wants them, and a request
+/// for no blocks is answered before anything else is checked.
 #[test]
 fn fee_history_percentiles_rise_strictly() {
     let node = Node::execution_apis(&[]);
@@ -990,10 +991,24 @@ fn fee_history_percentiles_rise_strictly() {
     // geth's answer (it only prices blob gas after a block that carries some).
     let r = node.result("eth_feeHistory", json!(["0x1", "0x29"]));
     assert_eq!(r["baseFeePerBlobGas"], json!(["0x0", "0x0"]), "{r}");
-    let r = node.call("eth_feeHistory", json!(["0x2", "latest", [10, 10]]));
-    assert_eq!(r["error"]["code"], -32602, "{r}");
-    let r = node.call("eth_feeHistory", json!(["0x2", "latest", [20, 10]]));
-    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // Refused as geth's oracle refuses them: plain errors, -32000.
+    for bad in [json!([10, 10]), json!([20, 10]), json!([101]), json!([-1])] {
+        let r = node.call("eth_feeHistory", json!(["0x2", "latest", bad]));
+        assert_eq!(r["error"]["code"], -32000, "{bad}: {r}");
+    }
+    // No blocks: geth's answer before anything else is looked at.
+    for params in [
+        json!(["0x0", "latest", []]),
+        json!(["0x0", "0x99", []]),
+        json!(["0x0", "latest", [101]]),
+    ] {
+        let r = node.call("eth_feeHistory", params.clone());
+        assert_eq!(
+            r["result"],
+            json!({"oldestBlock": "0x0", "gasUsedRatio": null}),
+            "{params}: {r}"
+        );
+    }
     let r = node.call("eth_feeHistory", json!(["0x2", "latest", [10, 20]]));
     assert_eq!(
         r["result"]["reward"].as_array().map(Vec::len),

@@ -111,26 +111,26 @@ pub fn fee_history(
     percentiles: Option<&[f64]>,
 ) -> RpcResult<FeeHistory> {
     let count = parse_count(count)?.min(MAX_FEE_HISTORY);
+    // geth answers no blocks before it looks at anything else (the percentiles, the block).
+    if count == 0 {
+        return Ok(FeeHistory::default());
+    }
+    // Plain errors in geth's oracle: -32000.
     if let Some(p) = percentiles {
         if p.len() > 100 {
-            return Err(RpcError::invalid_params(format!(
-                "too many percentiles: {} > 100",
+            return Err(RpcError::Server(format!(
+                "invalid reward percentile: over the query limit 100 ({})",
                 p.len()
             )));
         }
         // Strictly ascending, as current geth wants them (a percentile twice asks nothing new).
         for (i, v) in p.iter().enumerate() {
             if !(0.0..=100.0).contains(v) || (i > 0 && *v <= p[i - 1]) {
-                return Err(RpcError::invalid_params(format!(
-                    "invalid reward percentile: {v}"
-                )));
+                return Err(RpcError::Server(format!("invalid reward percentile: {v}")));
             }
         }
     }
     let newest = ctx.chain.resolve(newest)?.ok_or(RpcError::HeaderNotFound)?;
-    if count == 0 {
-        return Ok(FeeHistory::default());
-    }
     let oldest = newest.saturating_sub(count - 1);
     let mut history = FeeHistory {
         oldest_block: oldest,

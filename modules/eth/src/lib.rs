@@ -852,6 +852,10 @@ impl EthApiServer for Eth {
     ) -> JsonRpcResult<Value> {
         let history: FeeHistory =
             fees::fee_history(&self.ctx, &count, &newest, percentiles.as_deref())?;
+        if history.gas_used_ratio.is_empty() {
+            // No blocks asked for: geth's answer has a null ratio list, and nothing else.
+            return Ok(serde_json::json!({"oldestBlock": "0x0", "gasUsedRatio": null}));
+        }
         let mut value = serde_json::to_value(&history).map_err(RpcError::internal)?;
         // geth writes whole ratios as integers (`0`, `1`), not `0.0`.
         for key in ["gasUsedRatio", "blobGasUsedRatio"] {
