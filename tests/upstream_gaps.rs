@@ -1034,3 +1034,22 @@ fn proof_keys_are_at_most_32_bytes() {
     let r = node.call("eth_getProof", json!([account, ["0x1"], "latest"]));
     assert_eq!(r["result"]["storageProof"][0]["key"], "0x1", "{r}");
 }
+
+/// eth_getStorageValues takes slots as geth's `common.Hash` (0x and 64 hex digits) and counts
+/// slots, not addresses, for its "empty request".
+#[test]
+fn storage_values_take_whole_slot_hashes() {
+    let node = Node::execution_apis(&[]);
+    let account = "0x7dcd17433742f4c0ca53122ab541d0ba67fc27df";
+    let zero = format!("0x{}", "00".repeat(32));
+    let r = node.result("eth_getStorageValues", json!([{account: [zero]}, "latest"]));
+    assert_eq!(r[account].as_array().map(Vec::len), Some(1), "{r}");
+    for (request, what) in [
+        (json!({account: []}), "no slots"),
+        (json!({account: ["0x0"]}), "a short slot"),
+        (json!({account: ["00".repeat(32)]}), "no 0x"),
+    ] {
+        let r = node.call("eth_getStorageValues", json!([request, "latest"]));
+        assert_eq!(r["error"]["code"], -32602, "{what}: {r}");
+    }
+}

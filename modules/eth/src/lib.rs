@@ -417,6 +417,26 @@ pub fn parse_storage_key(key: &Value) -> RpcResult<B256> {
     Ok(B256::from(out))
 }
 
+/// A slot as eth_getStorageValues takes it, geth's `common.Hash`: `0x` and exactly 64 hex
+/// digits (eth_getStorageAt and eth_getProof are laxer: [`parse_storage_key`]).
+fn parse_slot_hash(key: &Value) -> RpcResult<B256> {
+    let invalid = |why: String| RpcError::invalid_params(format!("invalid argument 0: {why}"));
+    let s = key
+        .as_str()
+        .ok_or_else(|| invalid(format!("a slot is a 32-byte hex string, not {key}")))?;
+    let hex = s
+        .strip_prefix("0x")
+        .ok_or_else(|| invalid(format!("hex string without 0x prefix: \"{s}\"")))?;
+    if hex.len() != 64 {
+        return Err(invalid(format!(
+            "hex string has length {}, want 64 for a 32-byte slot",
+            hex.len()
+        )));
+    }
+    hex.parse::<B256>()
+        .map_err(|_| invalid(format!("invalid hex string: \"{s}\"")))
+}
+
 #[jsonrpsee::core::async_trait]
 impl EthApiServer for Eth {
     fn chain_id(&self) -> JsonRpcResult<U64> {
@@ -662,18 +682,19 @@ impl EthApiServer for Eth {
         requests: std::collections::BTreeMap<Address, Vec<Value>>,
         block: Option<BlockParam>,
     ) -> JsonRpcResult<std::collections::BTreeMap<Address, Vec<B256>>> {
-        if requests.is_empty() {
-            return Err(RpcError::invalid_params("empty request").into());
-        }
         let mut keys = std::collections::BTreeMap::new();
         let mut total = 0usize;
         for (address, slots) in &requests {
             let parsed = slots
                 .iter()
-                .map(parse_storage_key)
+                .map(parse_slot_hash)
                 .collect::<RpcResult<Vec<_>>>()?;
             total += parsed.len();
             keys.insert(*address, parsed);
+        }
+        // geth counts slots, not addresses: addresses with no slots ask for nothing.
+        if total == 0 {
+            return Err(RpcError::invalid_params("empty request").into());
         }
         if total > 1024 {
             return Err(RpcError::ClientLimitExceeded(format!(
