@@ -1033,6 +1033,13 @@ fn proof_keys_are_at_most_32_bytes() {
     assert_eq!(r["error"]["code"], -32602, "{r}");
     let r = node.call("eth_getProof", json!([account, ["0x1"], "latest"]));
     assert_eq!(r["result"]["storageProof"][0]["key"], "0x1", "{r}");
+    // Hex without its prefix is still hex (geth's decodeHash), not decimal.
+    let r = node.call("eth_getProof", json!([account, ["10", "0Xff"], "latest"]));
+    assert_eq!(r["result"]["storageProof"][0]["key"], "0x10", "{r}");
+    assert_eq!(r["result"]["storageProof"][1]["key"], "0xff", "{r}");
+    // No keys at all, as geth reads a null list.
+    let r = node.call("eth_getProof", json!([account, null, "latest"]));
+    assert_eq!(r["result"]["storageProof"], json!([]), "{r}");
 }
 
 /// eth_getStorageValues takes slots as geth's `common.Hash` (0x and 64 hex digits) and counts

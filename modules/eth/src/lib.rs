@@ -276,7 +276,7 @@ pub trait EthApi {
     async fn proof(
         &self,
         address: Address,
-        keys: Vec<ProofKey>,
+        keys: Option<Vec<ProofKey>>,
         block: Option<BlockParam>,
     ) -> JsonRpcResult<EIP1186AccountProofResponse>;
 }
@@ -290,13 +290,17 @@ pub struct ProofKey(JsonStorageKey);
 impl<'de> serde::Deserialize<'de> for ProofKey {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        let hex = text.strip_prefix("0x").unwrap_or(&text);
+        let hex = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))
+            .unwrap_or(&text);
         if hex.len() > 64 {
             return Err(serde::de::Error::custom(format!(
                 "storage key too long (want at most 32 bytes): \"{text}\""
             )));
         }
-        serde_json::from_value(Value::String(text))
+        // geth's keys are hex with or without the prefix; alloy would read "10" as decimal.
+        serde_json::from_value(Value::String(format!("0x{hex}")))
             .map(ProofKey)
             .map_err(serde::de::Error::custom)
     }
@@ -927,10 +931,15 @@ impl EthApiServer for Eth {
     async fn proof(
         &self,
         address: Address,
-        keys: Vec<ProofKey>,
+        keys: Option<Vec<ProofKey>>,
         block: Option<BlockParam>,
     ) -> JsonRpcResult<EIP1186AccountProofResponse> {
-        let keys: Vec<JsonStorageKey> = keys.into_iter().map(|ProofKey(key)| key).collect();
+        // `null` asks for no storage, as geth reads it.
+        let keys: Vec<JsonStorageKey> = keys
+            .unwrap_or_default()
+            .into_iter()
+            .map(|ProofKey(key)| key)
+            .collect();
         if keys.len() > MAX_PROOF_KEYS {
             return Err(RpcError::invalid_params(format!(
                 "too many storage keys: {} (at most {MAX_PROOF_KEYS})",
