@@ -577,6 +577,13 @@ fn halts_name_the_instruction_as_geth_does() {
         assert_eq!(error["code"], -32015, "{code}: {resp}");
         assert_eq!(error["message"], message, "{code}");
     }
+    // A precompile called directly with bad input: its own reason, as geth gives it.
+    let payload = json!({"blockStateCalls": [{"calls": [
+        {"to": "0x0000000000000000000000000000000000000009", "input": "0x00", "gas": "0x100000"},
+    ]}]});
+    let resp = answer(&sim, &request(payload));
+    let error = &ok_blocks(&resp)[0]["calls"][0]["error"];
+    assert_eq!(error["message"], "invalid input length", "{resp}");
     // Before Shanghai (block 1 of the chain), PUSH0 is an opcode geth names but does not run.
     let payload = json!({"blockStateCalls": [{
         "stateOverrides": {contract: {"code": "0x5f"}},

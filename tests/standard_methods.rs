@@ -367,3 +367,30 @@ fn calls_are_prepared_as_geths() {
         assert_eq!(refused["error"]["code"], -32000, "{what}: {refused}");
     }
 }
+
+/// A call that halts gets geth's message for it: the instruction it halted on, or the
+/// precompile's own error (eth_createAccessList's `error` is a compared result field).
+#[test]
+fn halts_are_described_as_geth_describes_them() {
+    let node = Node::execution_apis(&[]);
+    let c = "0x00000000000000000000000000000000000000c0";
+    for (code, words) in [
+        ("0x0c", "invalid opcode: opcode 0xc not defined"),
+        ("0x600001", "stack underflow (1 <=> 2)"),
+    ] {
+        let overrides = json!({c: {"code": code}});
+        let listed = node.result(
+            "eth_createAccessList",
+            json!([{"to": c}, "latest", overrides]),
+        );
+        assert_eq!(listed["error"], words, "{code}: {listed}");
+        let called = node.call("eth_call", json!([{"to": c}, "latest", overrides]));
+        assert_eq!(called["error"]["message"], words, "{code}: {called}");
+    }
+    // blake2f with one byte of input.
+    let listed = node.result(
+        "eth_createAccessList",
+        json!([{"to": "0x0000000000000000000000000000000000000009", "data": "0x00"}, "latest"]),
+    );
+    assert_eq!(listed["error"], "invalid input length", "{listed}");
+}

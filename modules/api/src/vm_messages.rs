@@ -69,9 +69,8 @@ pub fn halt_message(reason: &HaltReason) -> String {
         HaltReason::StackOverflow => "stack limit reached 1024 (1023)",
         HaltReason::OutOfOffset => "return data out of bounds",
         HaltReason::CreateCollision => "contract address collision",
-        HaltReason::PrecompileError | HaltReason::PrecompileErrorWithContext(_) => {
-            "precompiled contract failed"
-        }
+        HaltReason::PrecompileErrorWithContext(why) => return precompile_message(why).to_owned(),
+        HaltReason::PrecompileError => "precompiled contract failed",
         HaltReason::NonceOverflow => "nonce uint64 overflow",
         HaltReason::CreateContractSizeLimit => "max code size exceeded",
         HaltReason::CreateContractStartingWithEF => "invalid code: must not begin with 0xef",
@@ -85,6 +84,46 @@ pub fn halt_message(reason: &HaltReason) -> String {
         HaltReason::CallTooDeep => "max call depth exceeded",
     }
     .to_owned()
+}
+
+/// geth's error for a precompile's failure revm describes as `why` (revm's words for its
+/// `PrecompileHalt`s), where geth's is known; "precompiled contract failed" otherwise.
+fn precompile_message(why: &str) -> &'static str {
+    const GETH: &[(&str, &str)] = &[
+        ("wrong input length for blake2", "invalid input length"),
+        (
+            "wrong final indicator flag for blake2",
+            "invalid final flag",
+        ),
+        ("invalid blob input length", "invalid input length"),
+        ("mismatched blob version", "mismatched versioned hash"),
+        (
+            "verifying blob kzg proof failed",
+            "error verifying kzg proof",
+        ),
+        (
+            "bn254 invalid pair length",
+            "bad elliptic curve pairing size",
+        ),
+        (
+            "bls12-381 fp 64 top bytes of input are not zero",
+            "invalid field element top bytes",
+        ),
+        (
+            "bls12-381 g1 point not in correct subgroup",
+            "g1 point is not on correct subgroup",
+        ),
+        (
+            "bls12-381 g2 point not in correct subgroup",
+            "g2 point is not on correct subgroup",
+        ),
+    ];
+    if why.starts_with("bls12-381 ") && why.ends_with(" input length error") {
+        return "invalid input length";
+    }
+    GETH.iter()
+        .find(|(revm, _)| *revm == why)
+        .map_or("precompiled contract failed", |(_, geth)| geth)
 }
 
 /// [`halt_message`] with the operands geth adds when the halt was on an instruction it names:
@@ -102,6 +141,51 @@ pub fn halt_message_at(reason: &HaltReason, opcode: u8, stack_len: usize) -> Str
             None => halt_message(reason),
         },
         other => halt_message(other),
+    }
+}
+
+/// geth's error for a call of precompile `address` (as fork `spec` has them) that halted: the
+/// precompile run again on `input` to learn why, since the EVM's precompile table reports no
+/// reason. `None` when `address` is no precompile or the run does not halt (out of gas).
+pub fn precompile_failure(
+    spec: revm::primitives::hardfork::SpecId,
+    address: &Address,
+    input: &[u8],
+    gas_limit: u64,
+) -> Option<&'static str> {
+    use revm::precompile::{PrecompileSpecId, Precompiles};
+    let precompile = Precompiles::new(PrecompileSpecId::from_spec_id(spec)).get(address)?;
+    let output = precompile.execute(input, gas_limit, 0).ok()?;
+    let halt = output.halt_reason().filter(|halt| !halt.is_oog())?;
+    Some(precompile_message(&halt.to_string()))
+}
+
+/// Whether geth's message for `reason` names the instruction halted on (see
+/// [`halt_message_at`]), which a run without [`LastInstruction`] cannot say.
+pub fn names_the_instruction(reason: &HaltReason) -> bool {
+    matches!(
+        reason,
+        HaltReason::OpcodeNotFound | HaltReason::NotActivated | HaltReason::StackUnderflow
+    )
+}
+
+/// An inspector keeping the instruction last begun (opcode, stack height): when a call halts,
+/// the one it halted on, for [`halt_message_at`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LastInstruction {
+    pub opcode: u8,
+    pub stack_len: usize,
+}
+
+impl<CTX> revm::Inspector<CTX, revm::interpreter::interpreter::EthInterpreter> for LastInstruction {
+    fn step(
+        &mut self,
+        interp: &mut revm::interpreter::Interpreter<revm::interpreter::interpreter::EthInterpreter>,
+        _context: &mut CTX,
+    ) {
+        use revm::interpreter::interpreter_types::Jumps;
+        self.opcode = interp.bytecode.opcode();
+        self.stack_len = interp.stack.len();
     }
 }
 

@@ -158,6 +158,37 @@ fn refused(invalid: &InvalidTransaction, caller: alloy::primitives::Address) -> 
     RpcError::Server(vm_messages::invalid_tx_message(invalid, caller))
 }
 
+/// geth's message for the halt `reason` of `tx` (not committed to `db`): where geth names the
+/// instruction halted on, the run is repeated to see it (failures only: successful runs carry
+/// no inspector for it).
+pub fn halt_words(
+    db: &mut CallDb,
+    env: &EvmEnv,
+    precompiles: &PrecompileEdits,
+    tx: TxEnv,
+    bounds: &Bounds,
+    reason: &HaltReason,
+) -> RpcResult<String> {
+    if matches!(reason, HaltReason::PrecompileError) {
+        if let revm::primitives::TxKind::Call(to) = tx.kind {
+            let spec = env.cfg_env.spec;
+            if let Some(why) = vm_messages::precompile_failure(spec, &to, &tx.data, tx.gas_limit) {
+                return Ok(why.to_owned());
+            }
+        }
+    }
+    if !vm_messages::names_the_instruction(reason) {
+        return Ok(vm_messages::halt_message(reason));
+    }
+    let mut last = vm_messages::LastInstruction::default();
+    run_with(db, env, precompiles, tx, bounds, &mut last)?;
+    Ok(vm_messages::halt_message_at(
+        reason,
+        last.opcode,
+        last.stack_len,
+    ))
+}
+
 /// The answer of eth_call for an execution result.
 pub fn call_output(result: ExecutionResult<HaltReason>) -> RpcResult<Bytes> {
     match result {
@@ -399,12 +430,19 @@ pub fn create_access_list(prepared: Prepared) -> RpcResult<alloy::eips::eip2930:
     if tx.tx_type == TransactionType::Legacy as u8 {
         tx.tx_type = TransactionType::Eip2930 as u8;
     }
-    let result = run(&mut db, &env, &precompiles, tx, &bounds)?;
+    let result = run(&mut db, &env, &precompiles, tx.clone(), &bounds)?;
     let gas_used = U256::from(result.tx_gas_used());
     let error = match &result {
         ExecutionResult::Success { .. } => None,
         ExecutionResult::Revert { .. } => Some("execution reverted".to_owned()),
-        ExecutionResult::Halt { reason, .. } => Some(vm_messages::halt_message(reason)),
+        ExecutionResult::Halt { reason, .. } => Some(halt_words(
+            &mut db,
+            &env,
+            &precompiles,
+            tx,
+            &bounds,
+            reason,
+        )?),
     };
     Ok(AccessListResult {
         access_list: list,

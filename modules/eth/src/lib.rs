@@ -769,7 +769,12 @@ impl EthApiServer for Eth {
                     precompiles,
                     ..
                 } = prepared;
-                evm::call_output(evm::run(&mut db, &env, &precompiles, tx, &bounds)?)
+                let result = evm::run(&mut db, &env, &precompiles, tx.clone(), &bounds)?;
+                if let revm::context::result::ExecutionResult::Halt { reason, .. } = &result {
+                    let words = evm::halt_words(&mut db, &env, &precompiles, tx, &bounds, reason)?;
+                    return Err(RpcError::Server(words));
+                }
+                evm::call_output(result)
             })
             .await?)
     }

@@ -596,7 +596,23 @@ impl Runner<'_> {
             }
             .with_bloom();
             receipts.push(envelope_receipt(prepared.envelope.tx_type() as u8, receipt));
-            let call_result = call_result(result, tx_gas, max_used, last_op);
+            // A precompile called directly that failed: its reason, which geth's message is.
+            let precompile_failure = match (&result, prepared.tx_env.kind) {
+                (
+                    ExecutionResult::Halt {
+                        reason: HaltReason::PrecompileError,
+                        ..
+                    },
+                    TxKind::Call(to),
+                ) => vm_messages::precompile_failure(
+                    spec_id,
+                    &to,
+                    &prepared.tx_env.data,
+                    prepared.tx_env.gas_limit,
+                ),
+                _ => None,
+            };
+            let call_result = call_result(result, tx_gas, max_used, last_op, precompile_failure);
             executed.push(ExecutedCall {
                 result: call_result,
                 logs,
@@ -1084,12 +1100,14 @@ fn envelope_receipt(tx_type: u8, receipt: ReceiptWithBloom<Receipt>) -> ReceiptE
 }
 
 /// The answer for one call; `last_op` is the instruction a halted call stopped on (opcode,
-/// stack height), which geth's message for it names.
+/// stack height), which geth's message for it names, and `precompile_failure` a failed
+/// precompile's own reason, which is geth's message.
 fn call_result(
     result: ExecutionResult<HaltReason>,
     gas_used: u64,
     max_used_gas: u64,
     last_op: (u8, usize),
+    precompile_failure: Option<&str>,
 ) -> CallResult {
     match result {
         ExecutionResult::Success { output, .. } => CallResult {
@@ -1119,7 +1137,10 @@ fn call_result(
             max_used_gas,
             status: 0,
             error: Some(CallError {
-                message: vm_messages::halt_message_at(&reason, last_op.0, last_op.1),
+                message: precompile_failure.map_or_else(
+                    || vm_messages::halt_message_at(&reason, last_op.0, last_op.1),
+                    str::to_owned,
+                ),
                 code: -32015,
                 data: None,
             }),
