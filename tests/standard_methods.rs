@@ -339,6 +339,19 @@ fn calls_are_prepared_as_geths() {
         json!([{"to": "0x0000000000000000000000000000000000000004", "input": "0x11", "data": "0x22"}, "latest"]),
     );
     assert_eq!(echoed, "0x11");
+    // eth_estimateGas bounds the gas by the balance left after the blob gas, as geth does.
+    let payer = "0x00000000000000000000000000000000000000aa";
+    let blob_hash = format!("0x01{}", "01".repeat(31));
+    let estimate = node.call(
+        "eth_estimateGas",
+        json!([
+            {"from": payer, "to": c, "data": "0x01", "maxFeePerGas": "0x1", "maxPriorityFeePerGas": "0x0", "maxFeePerBlobGas": "0x1", "blobVersionedHashes": [blob_hash]},
+            "latest",
+            {payer: {"balance": "0x27530"}, c: {"code": "0x00"}},
+            {"baseFeePerGas": "0x1"}
+        ]),
+    );
+    assert!(estimate["result"].is_string(), "{estimate}");
     // PUSH0 in a block whose time is before Shanghai (390 on this chain).
     let push0 = node.call(
         "eth_call",

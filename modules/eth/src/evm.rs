@@ -7,6 +7,7 @@
 //! end). See [`UNGUARDED_GAS`].
 
 use alloy::eips::eip2930::{AccessList, AccessListItem};
+use alloy::eips::eip4844::DATA_GAS_PER_BLOB;
 use alloy::primitives::{Address, Bytes, TxKind, B256, U256};
 use alloy_evm::{EthEvmFactory, Evm, EvmEnv, EvmFactory};
 use revm::{
@@ -246,7 +247,20 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
                 tx.caller, tx.value
             )));
         }
-        let available = balance.saturating_sub(tx.value);
+        let mut available = balance.saturating_sub(tx.value);
+        // Blob gas is paid from the same balance, at the blob fee cap (geth's estimator).
+        if !tx.blob_hashes.is_empty() {
+            let blob_cost = U256::from(tx.blob_hashes.len() as u64 * DATA_GAS_PER_BLOB)
+                * U256::from(tx.max_fee_per_blob_gas);
+            if blob_cost >= available {
+                return Err(RpcError::Server(format!(
+                    "insufficient funds for gas * price + value: address {} have {balance} want {}",
+                    tx.caller,
+                    blob_cost + tx.value
+                )));
+            }
+            available -= blob_cost;
+        }
         let allowance = available / U256::from(tx.gas_price);
         hi = hi.min(allowance.saturating_to::<u64>());
     }
