@@ -407,3 +407,26 @@ fn halts_are_described_as_geth_describes_them() {
     );
     assert_eq!(listed["error"], "invalid input length", "{listed}");
 }
+
+/// eth_createAccessList applies state overrides without the precompile table, as geth's does:
+/// an override of a precompile's account leaves the precompile running there, and a move is
+/// refused (where eth_call moves and replaces precompiles).
+#[test]
+fn access_lists_keep_precompiles_in_place() {
+    let node = Node::execution_apis(&[]);
+    let ecrecover = "0x0000000000000000000000000000000000000001";
+    let reverts = json!({ecrecover: {"code": "0x60006000fd"}});
+    let listed = node.result(
+        "eth_createAccessList",
+        json!([{"to": ecrecover}, "latest", reverts]),
+    );
+    assert!(listed.get("error").is_none(), "{listed}");
+    let called = node.call("eth_call", json!([{"to": ecrecover}, "latest", reverts]));
+    assert_eq!(called["error"]["code"], 3, "{called}");
+    let moved = json!({ecrecover: {"movePrecompileToAddress": "0x00000000000000000000000000000000000000c1"}});
+    let refused = node.call(
+        "eth_createAccessList",
+        json!([{"to": ecrecover}, "latest", moved]),
+    );
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+}

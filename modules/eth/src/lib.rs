@@ -840,14 +840,20 @@ impl EthApiServer for Eth {
         block: Option<BlockParam>,
         state_overrides: Option<StateOverride>,
     ) -> JsonRpcResult<alloy::eips::eip2930::AccessListResult> {
+        // geth applies this method's overrides without its precompile table: a move names no
+        // precompile, and an account override leaves the precompile at its address running.
+        if let Some((address, _)) = state_overrides
+            .iter()
+            .flatten()
+            .find(|(_, account)| account.move_precompile_to.is_some())
+        {
+            return Err(RpcError::Server(format!("account {address} is not a precompile")).into());
+        }
         Ok(self
-            .run_call(
-                request,
-                block,
-                state_overrides,
-                None,
-                evm::create_access_list,
-            )
+            .run_call(request, block, state_overrides, None, |mut prepared| {
+                prepared.precompiles = call::PrecompileEdits::default();
+                evm::create_access_list(prepared)
+            })
             .await?)
     }
 
