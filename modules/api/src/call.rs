@@ -329,9 +329,10 @@ pub fn gas_allowance(balance: U256, tx: &TxEnv) -> RpcResult<u64> {
 }
 
 /// `request` as a transaction on `db`, with eth_call's relaxations set on `env` (which is
-/// therefore per call): no nonce or sender-is-EOA checks, free (BASEFEE and BLOBBASEFEE read
-/// 0) when it names no fee, the gas of the RPC cap when it names more; the base fee and a
-/// missing gas as `rules` have them. Also says whether the request named no gas.
+/// therefore per call): no nonce or sender-is-EOA checks, free (BASEFEE reads 0) when it names
+/// no fee, BLOBBASEFEE 0 when it names a zero blob fee cap, the gas of the RPC cap when it names
+/// more; the base fee and a missing gas as `rules` have them. Also says whether the request
+/// named no gas.
 pub fn call_tx(
     env: &mut EvmEnv,
     db: &CallDb,
@@ -347,7 +348,7 @@ pub fn call_tx(
     env.cfg_env.disable_block_gas_limit = true;
     env.cfg_env.tx_gas_limit_cap = Some(u64::MAX);
 
-    // With no fee fields at all the call is free, and (as in geth) BASEFEE / BLOBBASEFEE read 0.
+    // With no fee fields at all the call is free, and (as in geth) BASEFEE reads 0.
     let zero = |v: Option<u128>| v.is_none_or(|v| v == 0);
     let free = zero(request.gas_price)
         && zero(request.max_fee_per_gas)
@@ -387,7 +388,7 @@ pub fn call_tx(
     let gas_defaulted = request.gas.is_none();
     let explicit_nonce = request.nonce.is_some();
     // geth: maxFeePerBlobGas without blob hashes is valid from Cancun and does not make the
-    // call a blob transaction (it only keeps BLOBBASEFEE unzeroed, handled above). An explicit
+    // call a blob transaction (it only sets what BLOBBASEFEE reads, handled above). An explicit
     // empty hash list stays a blob transaction and is refused, as in geth. Before Cancun the fee
     // alone makes it a blob transaction, which that fork does not have.
     let mut request = request;
