@@ -358,7 +358,11 @@ fn health_needs_no_key_and_reports_the_head() {
     );
     let (status, body) = health(port, "GET", "?verbose=1");
     assert_eq!(status, 400, "{body}");
-    assert_eq!(health(port, "POST", "").0, 405, "a served path, the wrong method");
+    assert_eq!(
+        health(port, "POST", "").0,
+        405,
+        "a served path, the wrong method"
+    );
 }
 
 #[test]

@@ -197,6 +197,17 @@ fn full_transactions_under_either_name() {
         &request(json!({"blockStateCalls": [{"calls": [call]}]})),
     );
     assert!(ok_blocks(&resp)[0]["transactions"][0].is_string());
+    // An unsigned legacy transaction as geth's block objects show it: v, r, s zero and the
+    // chain id geth derives from v zero.
+    let legacy = json!({"from": "0xc000000000000000000000000000000000000000", "to": "0xc100000000000000000000000000000000000000", "gasPrice": "0x0"});
+    let resp = answer(
+        &sim,
+        &request(json!({"blockStateCalls": [{"calls": [legacy]}], "returnFullTransactions": true})),
+    );
+    let tx = &ok_blocks(&resp)[0]["transactions"][0];
+    assert_eq!(tx["type"], "0x0", "{tx}");
+    assert_eq!(tx["v"], "0x0", "{tx}");
+    assert_eq!(tx["chainId"], "0x7fffffffffffffee", "{tx}");
 }
 
 /// JUMPDEST; PUSH1 0; JUMP: loops until its gas runs out.
@@ -1175,7 +1186,7 @@ fn replayed_blocks_reproduce_their_state_and_receipt_roots() {
 }
 
 /// A call that names a gas price is a legacy transaction in the result (geth's rule), hashed
-/// unsigned with v, r and s zero and no chain id; so is every call before London. The hash
+/// unsigned with v, r and s zero and no EIP-155 chain id; so is every call before London. The hash
 /// below was computed outside simnode (viem's `keccak256(toRlp([...]))` of the nine fields).
 #[test]
 fn a_call_with_a_gas_price_is_a_legacy_transaction() {
@@ -1207,7 +1218,8 @@ fn a_call_with_a_gas_price_is_a_legacy_transaction() {
         (&tx["v"], &tx["r"], &tx["s"]),
         (&json!("0x0"), &json!("0x0"), &json!("0x0"))
     );
-    assert!(tx.get("chainId").is_none(), "{tx}");
+    // geth's object names the chain id it derives from v zero (its own simulate tests show it).
+    assert_eq!(tx["chainId"], "0x7fffffffffffffee", "{tx}");
     assert_eq!(
         tx["hash"], "0x91541a7fdb018a39eacb52672bf8d38deaf9967a1df3b03413071916268148a6",
         "{tx}"

@@ -1053,6 +1053,13 @@ impl Runner<'_> {
                     for (tx, full) in txs.iter_mut().zip(full) {
                         if unsigned_legacy(full) {
                             unsigned_tx::legacy_json_v(tx);
+                            // geth's block transaction object names a legacy transaction's
+                            // chain id whenever the one its `v` implies is not zero: from `v`
+                            // zero, (0 - 35) / 2 in 64 bits (geth's deriveChainId).
+                            tx["chainId"] = serde_json::Value::from(format!(
+                                "{:#x}",
+                                0u64.wrapping_sub(35) / 2
+                            ));
                         }
                     }
                 }
