@@ -351,7 +351,7 @@ async fn answers_geth_gives_before_cancun_and_past_its_limits() {
     let m = module();
     let r = call(&m, "eth_blobBaseFee", json!([])).await;
     assert_eq!(r["result"], Value::Null, "{r}");
-    let slots: Vec<String> = (0..1025).map(|i| format!("{i:#x}")).collect();
+    let slots: Vec<String> = (0..1025u64).map(|i| format!("{:#066x}", i)).collect();
     let r = call(
         &m,
         "eth_getStorageValues",
