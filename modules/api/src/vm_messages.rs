@@ -126,10 +126,16 @@ fn precompile_message(why: &str) -> &'static str {
         .map_or("precompiled contract failed", |(_, geth)| geth)
 }
 
-/// [`halt_message`] with the operands geth adds when the halt was on an instruction it names:
-/// `opcode`, begun with `stack_len` items on the stack ("invalid opcode: opcode 0xc not
-/// defined", "invalid opcode: PUSH0" before Shanghai, "stack underflow (0 <=> 2)").
-pub fn halt_message_at(reason: &HaltReason, opcode: u8, stack_len: usize) -> String {
+/// geth's message for a call that halted with `reason`: a directly called precompile's own
+/// reason when `precompile` has it (see [`precompile_failure`]), else [`halt_message`] with the
+/// operands geth adds when the halt was on an instruction it names, the one `last` saw begin
+/// ("invalid opcode: opcode 0xc not defined", "invalid opcode: PUSH0" before Shanghai, "stack
+/// underflow (0 <=> 2)").
+pub fn halt_words(reason: &HaltReason, last: LastInstruction, precompile: Option<&str>) -> String {
+    if let (HaltReason::PrecompileError, Some(why)) = (reason, precompile) {
+        return why.to_owned();
+    }
+    let LastInstruction { opcode, stack_len } = last;
     let known = revm::bytecode::opcode::OpCode::new(opcode);
     match reason {
         HaltReason::OpcodeNotFound | HaltReason::NotActivated => match known {
@@ -160,8 +166,8 @@ pub fn precompile_failure(
     Some(precompile_message(&halt.to_string()))
 }
 
-/// Whether geth's message for `reason` names the instruction halted on (see
-/// [`halt_message_at`]), which a run without [`LastInstruction`] cannot say.
+/// Whether geth's message for `reason` names the instruction halted on (see [`halt_words`]),
+/// which a run without [`LastInstruction`] cannot say.
 pub fn names_the_instruction(reason: &HaltReason) -> bool {
     matches!(
         reason,
@@ -170,7 +176,7 @@ pub fn names_the_instruction(reason: &HaltReason) -> bool {
 }
 
 /// An inspector keeping the instruction last begun (opcode, stack height): when a call halts,
-/// the one it halted on, for [`halt_message_at`].
+/// the one it halted on, for [`halt_words`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LastInstruction {
     pub opcode: u8,

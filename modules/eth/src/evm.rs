@@ -170,24 +170,17 @@ pub fn halt_words(
     bounds: &Bounds,
     reason: &HaltReason,
 ) -> RpcResult<String> {
-    if matches!(reason, HaltReason::PrecompileError) {
-        if let revm::primitives::TxKind::Call(to) = tx.kind {
-            let spec = env.cfg_env.spec;
-            if let Some(why) = vm_messages::precompile_failure(spec, &to, &tx.data, tx.gas_limit) {
-                return Ok(why.to_owned());
-            }
+    let precompile = match (reason, tx.kind) {
+        (HaltReason::PrecompileError, TxKind::Call(to)) => {
+            vm_messages::precompile_failure(env.cfg_env.spec, &to, &tx.data, tx.gas_limit)
         }
-    }
-    if !vm_messages::names_the_instruction(reason) {
-        return Ok(vm_messages::halt_message(reason));
-    }
+        _ => None,
+    };
     let mut last = vm_messages::LastInstruction::default();
-    run_with(db, env, precompiles, tx, bounds, &mut last)?;
-    Ok(vm_messages::halt_message_at(
-        reason,
-        last.opcode,
-        last.stack_len,
-    ))
+    if vm_messages::names_the_instruction(reason) {
+        run_with(db, env, precompiles, tx, bounds, &mut last)?;
+    }
+    Ok(vm_messages::halt_words(reason, last, precompile))
 }
 
 /// The answer of eth_call for an execution result.

@@ -24,6 +24,7 @@ use revm::{
     },
     Inspector,
 };
+use simnode_api::vm_messages::LastInstruction;
 
 /// Sender of the ETH transfer logs.
 pub const TRANSFER_LOG_EMITTER: Address = Address::new([0xee; 20]);
@@ -55,9 +56,9 @@ pub struct SimInspector {
     /// The SELFDESTRUCT about to run (contract, beneficiary, the contract's balance), reported
     /// once it has.
     self_destruct: Option<(Address, Address, U256)>,
-    /// The instruction last begun (its opcode and the stack's height then): the one a call
-    /// halted on, whose name and stack geth's messages give.
-    last_op: (u8, usize),
+    /// The instruction last begun: the one a call halted on, whose name and stack geth's
+    /// messages give.
+    last: LastInstruction,
 }
 
 impl SimInspector {
@@ -71,13 +72,13 @@ impl SimInspector {
             frames: Vec::new(),
             finished: Vec::new(),
             self_destruct: None,
-            last_op: (0, 0),
+            last: LastInstruction::default(),
         }
     }
 
-    /// The instruction last begun, as (opcode, stack height).
-    pub fn last_op(&self) -> (u8, usize) {
-        self.last_op
+    /// The instruction last begun.
+    pub fn last_instruction(&self) -> LastInstruction {
+        self.last
     }
 
     /// Starts numbering logs of a new block.
@@ -141,7 +142,7 @@ impl SimInspector {
 
 impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
     fn step(&mut self, interp: &mut Interpreter<EthInterpreter>, context: &mut CTX) {
-        self.last_op = (interp.bytecode.opcode(), interp.stack.len());
+        self.last.step(interp, context);
         self.steps = self.steps.wrapping_add(1);
         if self.timed_out || self.steps & (STEPS_PER_CLOCK_CHECK - 1) == 0 {
             if !self.timed_out && Instant::now() >= self.deadline {

@@ -531,7 +531,7 @@ impl Runner<'_> {
             if evm.inspector().timed_out() {
                 return Err(RpcError::Timeout(self.timeout_ms));
             }
-            let last_op = evm.inspector().last_op();
+            let last = evm.inspector().last_instruction();
             let result_and_state = match outcome {
                 Ok(result) => result,
                 Err(EVMError::Transaction(InvalidTransaction::OverflowPaymentInTransaction)) => {
@@ -612,7 +612,7 @@ impl Runner<'_> {
                 ),
                 _ => None,
             };
-            let call_result = call_result(result, tx_gas, max_used, last_op, precompile_failure);
+            let call_result = call_result(result, tx_gas, max_used, last, precompile_failure);
             executed.push(ExecutedCall {
                 result: call_result,
                 logs,
@@ -1106,14 +1106,14 @@ fn envelope_receipt(tx_type: u8, receipt: ReceiptWithBloom<Receipt>) -> ReceiptE
     }
 }
 
-/// The answer for one call; `last_op` is the instruction a halted call stopped on (opcode,
-/// stack height), which geth's message for it names, and `precompile_failure` a failed
-/// precompile's own reason, which is geth's message.
+/// The answer for one call; `last` is the instruction a halted call stopped on and
+/// `precompile_failure` a directly called precompile's own reason, which geth's message for a
+/// halt gives (see [`vm_messages::halt_words`]).
 fn call_result(
     result: ExecutionResult<HaltReason>,
     gas_used: u64,
     max_used_gas: u64,
-    last_op: (u8, usize),
+    last: vm_messages::LastInstruction,
     precompile_failure: Option<&str>,
 ) -> CallResult {
     match result {
@@ -1144,10 +1144,7 @@ fn call_result(
             max_used_gas,
             status: 0,
             error: Some(CallError {
-                message: precompile_failure.map_or_else(
-                    || vm_messages::halt_message_at(&reason, last_op.0, last_op.1),
-                    str::to_owned,
-                ),
+                message: vm_messages::halt_words(&reason, last, precompile_failure),
                 code: -32015,
                 data: None,
             }),
