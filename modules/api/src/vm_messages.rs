@@ -150,18 +150,22 @@ pub fn halt_words(reason: &HaltReason, last: LastInstruction, precompile: Option
     }
 }
 
-/// geth's error for a call of precompile `address` (as fork `spec` has them) that halted: the
-/// precompile run again on `input` to learn why, since the EVM's precompile table reports no
-/// reason. `None` when `address` is no precompile or the run does not halt (out of gas).
+/// geth's error for `tx` halted with `reason` when it called a precompile (as fork `spec` has
+/// them) directly and that failed: the precompile run again on the input to learn why, since
+/// the EVM's precompile table reports no reason. `None` for any other halt, and when the run
+/// does not halt (out of gas).
 pub fn precompile_failure(
+    reason: &HaltReason,
     spec: revm::primitives::hardfork::SpecId,
-    address: &Address,
-    input: &[u8],
-    gas_limit: u64,
+    tx: &revm::context::TxEnv,
 ) -> Option<&'static str> {
     use revm::precompile::{PrecompileSpecId, Precompiles};
-    let precompile = Precompiles::new(PrecompileSpecId::from_spec_id(spec)).get(address)?;
-    let output = precompile.execute(input, gas_limit, 0).ok()?;
+    let (HaltReason::PrecompileError, revm::primitives::TxKind::Call(address)) = (reason, tx.kind)
+    else {
+        return None;
+    };
+    let precompile = Precompiles::new(PrecompileSpecId::from_spec_id(spec)).get(&address)?;
+    let output = precompile.execute(&tx.data, tx.gas_limit, 0).ok()?;
     let halt = output.halt_reason().filter(|halt| !halt.is_oog())?;
     Some(precompile_message(&halt.to_string()))
 }

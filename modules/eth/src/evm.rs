@@ -170,12 +170,7 @@ pub fn halt_words(
     bounds: &Bounds,
     reason: &HaltReason,
 ) -> RpcResult<String> {
-    let precompile = match (reason, tx.kind) {
-        (HaltReason::PrecompileError, TxKind::Call(to)) => {
-            vm_messages::precompile_failure(env.cfg_env.spec, &to, &tx.data, tx.gas_limit)
-        }
-        _ => None,
-    };
+    let precompile = vm_messages::precompile_failure(reason, env.cfg_env.spec, &tx);
     let mut last = vm_messages::LastInstruction::default();
     if vm_messages::names_the_instruction(reason) {
         run_with(db, env, precompiles, tx, bounds, &mut last)?;

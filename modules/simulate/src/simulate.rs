@@ -597,19 +597,10 @@ impl Runner<'_> {
             .with_bloom();
             receipts.push(envelope_receipt(prepared.envelope.tx_type() as u8, receipt));
             // A precompile called directly that failed: its reason, which geth's message is.
-            let precompile_failure = match (&result, prepared.tx_env.kind) {
-                (
-                    ExecutionResult::Halt {
-                        reason: HaltReason::PrecompileError,
-                        ..
-                    },
-                    TxKind::Call(to),
-                ) => vm_messages::precompile_failure(
-                    spec_id,
-                    &to,
-                    &prepared.tx_env.data,
-                    prepared.tx_env.gas_limit,
-                ),
+            let precompile_failure = match &result {
+                ExecutionResult::Halt { reason, .. } => {
+                    vm_messages::precompile_failure(reason, spec_id, &prepared.tx_env)
+                }
                 _ => None,
             };
             let call_result = call_result(result, tx_gas, max_used, last, precompile_failure);
@@ -1156,15 +1147,7 @@ fn call_result(
 /// not fit its integer types; geth computes the cost in 256 bits and reports what the sender
 /// lacks, an insufficient-funds error (-38014), like any other call the balance cannot pay.
 fn payment_overflow_error(call: &PreparedCall, balance: U256) -> RpcError {
-    let tx = &call.tx_env;
-    let blob_fee = U256::from(call.blob_count.saturating_mul(DATA_GAS_PER_BLOB))
-        .checked_mul(U256::from(tx.max_fee_per_blob_gas));
-    let want = U256::from(tx.gas_limit)
-        .checked_mul(U256::from(tx.gas_price))
-        .and_then(|gas_fee| gas_fee.checked_add(tx.value))
-        .zip(blob_fee)
-        .and_then(|(cost, blob_fee)| cost.checked_add(blob_fee));
-    let detail = match want {
+    let detail = match upfront_cost(call) {
         Some(want) if balance < want => format!("have {balance} want {want}"),
         // The balance would cover it, but revm prices gas in 128 bits; geth would run the call.
         Some(want) => format!("gas * price of {want} exceeds the 128 bits the EVM prices gas in"),
@@ -1179,7 +1162,18 @@ fn payment_overflow_error(call: &PreparedCall, balance: U256) -> RpcError {
     )
 }
 
-/// Maps a transaction the EVM refused to the codes of the execution-apis spec.
+/// What geth's buyGas wants the sender to hold for `call`: its gas at the fee cap, its value and
+/// its blob gas at the blob fee cap; `None` past 256 bits.
+fn upfront_cost(call: &PreparedCall) -> Option<U256> {
+    let tx = &call.tx_env;
+    let blob_fee = U256::from(call.blob_count.saturating_mul(DATA_GAS_PER_BLOB))
+        .checked_mul(U256::from(tx.max_fee_per_blob_gas))?;
+    U256::from(tx.gas_limit)
+        .checked_mul(U256::from(tx.gas_price))?
+        .checked_add(tx.value)?
+        .checked_add(blob_fee)
+}
+
 /// The refusal geth gives a call revm refused with `refused`, where the two check in another
 /// order: revm checks the init code's size, then the intrinsic gas and the calldata floor,
 /// before the sender's balance; geth buys the gas first (its `preCheck` ends in `buyGas`: gas at
@@ -1201,13 +1195,11 @@ fn in_geths_order(
         return refused;
     }
     let tx = &call.tx_env;
-    let blob_gas = U256::from(tx.blob_hashes.len() as u64 * DATA_GAS_PER_BLOB);
-    let need = U256::from(tx.gas_limit) * U256::from(tx.gas_price)
-        + tx.value
-        + blob_gas * U256::from(tx.max_fee_per_blob_gas);
-    if balance < need {
+    let need = upfront_cost(call);
+    // A cost past 256 bits no balance covers.
+    if need.is_none_or(|need| balance < need) {
         return I::LackOfFundForMaxFee {
-            fee: Box::new(need),
+            fee: Box::new(need.unwrap_or(U256::MAX)),
             balance: Box::new(balance),
         };
     }
@@ -1226,6 +1218,7 @@ fn in_geths_order(
     refused
 }
 
+/// Maps a transaction the EVM refused to the codes of the execution-apis spec.
 fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) -> RpcError {
     let from = call.from;
     let gas = call.gas;
