@@ -142,8 +142,13 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
     ));
     let mut ws = Ws::connect(&node).await;
     let heads = ws.subscribe(json!(["newHeads"])).await;
+    // A quantity of at most 128 bits, without leading zeros (34 characters only when the random
+    // id's first digit is not zero: it failed one run in sixteen when it asked for exactly 34).
+    let digits = heads.strip_prefix("0x").unwrap_or_default();
     assert!(
-        heads.starts_with("0x") && heads.len() == 34,
+        (1..=32).contains(&digits.len())
+            && !digits.starts_with('0')
+            && digits.chars().all(|c| c.is_ascii_hexdigit()),
         "geth-style id: {heads}"
     );
     let logs = ws.subscribe(json!(["logs"])).await;
