@@ -269,7 +269,14 @@ async fn heads_logs_and_pending_transactions_on_the_dev_chain() {
             json!(["logs", {"fromBlock": "0x5", "toBlock": "0x4"}]),
         )
         .await;
-    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let answer = ws
+        .call("eth_subscribe", json!(["logs", {"toBlock": "pending"}]))
+        .await;
+    assert_eq!(
+        answer["error"]["message"], "pending logs are not supported",
+        "{answer}"
+    );
     // Params jsonrpsee itself refuses (no kind at all) get one answer, not two.
     for params in [json!([]), Value::Null, json!({}), json!([1])] {
         let answer = ws.call("eth_subscribe", params.clone()).await;
@@ -422,6 +429,7 @@ async fn polled_filters_on_the_dev_chain() {
     ));
     let blocks = http(&node, "eth_newBlockFilter", json!([])).await;
     let pending = http(&node, "eth_newPendingTransactionFilter", json!([])).await;
+    let pending_whole = http(&node, "eth_newPendingTransactionFilter", json!([true])).await;
     let topic = format!("0x{:064x}", 0x2a);
     let criteria = json!({"topics": [topic]});
     let logs = http(&node, "eth_newFilter", json!([criteria])).await;
@@ -431,7 +439,7 @@ async fn polled_filters_on_the_dev_chain() {
         json!([{"address": "0x00000000000000000000000000000000000000aa"}]),
     )
     .await;
-    let ids = [&blocks, &pending, &logs, &elsewhere];
+    let ids = [&blocks, &pending, &pending_whole, &logs, &elsewhere];
     for id in ids {
         let id = id.as_str().expect("an id");
         assert!(id.starts_with("0x") && id.len() == 34, "{id}");
@@ -462,6 +470,14 @@ async fn polled_filters_on_the_dev_chain() {
     let changes = |id: &Value| http(&node, "eth_getFilterChanges", json!([id]));
     assert_eq!(changes(&blocks).await, json!([block["hash"]]));
     assert_eq!(changes(&pending).await, json!([tx_hash]));
+    let whole = changes(&pending_whole).await;
+    assert_eq!(whole.as_array().map(Vec::len), Some(1), "{whole}");
+    assert_eq!(whole[0]["hash"], tx_hash, "{whole}");
+    assert_eq!(
+        whole[0]["blockHash"],
+        Value::Null,
+        "pooled when it came: {whole}"
+    );
     assert_eq!(changes(&logs).await, block_logs);
     assert_eq!(changes(&elsewhere).await, json!([]));
     for id in ids {
@@ -528,19 +544,33 @@ async fn polled_filters_on_the_dev_chain() {
     assert_eq!(answer["error"]["message"], "filter not found", "{answer}");
     let answer = call("eth_newFilter", json!([{"address": "0x12"}])).await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
-    // A range no block can be in is refused when installed, as geth does.
+    // A range other than geth's three live ones is refused when installed, as geth does; so
+    // is the pending block, whose logs geth no longer gives.
     for range in [
         json!({"fromBlock": "0x5", "toBlock": "0x3"}),
         json!({"fromBlock": "latest", "toBlock": "0x3"}),
         json!({"toBlock": "0x3"}),
+        json!({"fromBlock": "earliest", "toBlock": "0x3"}),
+        json!({"fromBlock": "safe"}),
+        json!({"fromBlock": "0x3", "toBlock": "finalized"}),
     ] {
         let answer = call("eth_newFilter", json!([range])).await;
-        assert_eq!(answer["error"]["code"], -32000, "{range}: {answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{range}: {answer}");
+        assert_eq!(answer["error"]["message"], "invalid block range params");
     }
     for range in [
+        json!({"fromBlock": "pending"}),
+        json!({"toBlock": "pending"}),
+    ] {
+        let answer = call("eth_newFilter", json!([range])).await;
+        assert_eq!(answer["error"]["code"], -32602, "{range}: {answer}");
+        assert_eq!(answer["error"]["message"], "pending logs are not supported");
+    }
+    for range in [
+        json!({}),
+        json!({"fromBlock": "latest", "toBlock": "latest"}),
         json!({"fromBlock": "0x3", "toBlock": "0x3"}),
         json!({"fromBlock": "0x3", "toBlock": "latest"}),
-        json!({"fromBlock": "earliest", "toBlock": "0x3"}),
     ] {
         let answer = call("eth_newFilter", json!([range])).await;
         assert!(answer["result"].is_string(), "{range}: {answer}");

@@ -823,17 +823,67 @@ fn log_filters_need_as_many_topics_as_positions_given() {
         let logs = node.result("eth_getFilterLogs", json!([id]));
         assert_eq!(logs.as_array().unwrap().len(), with_at_least(positions));
     }
-    // geth's limits: four topic positions and 1,000 addresses, -32000 past them.
+    // geth's limits: four topic positions and 1,000 alternatives in one, refused while the
+    // criteria decode (-32602); 1,000 addresses, -32000 past them.
+    let one = "0x0000000000000000000000000000000000000000000000000000000000000001";
     let too_many = [
-        json!({"topics": [null, null, null, null, null]}),
-        json!({"address": vec!["0x0000000000000000000000000000000000000001"; 1001]}),
+        (json!({"topics": [null, null, null, null, null]}), -32602),
+        (json!({"topics": [vec![one; 1001]]}), -32602),
+        (
+            json!({"address": vec!["0x0000000000000000000000000000000000000001"; 1001]}),
+            -32000,
+        ),
     ];
-    for filter in too_many {
+    for (filter, code) in too_many {
         for method in ["eth_getLogs", "eth_newFilter"] {
             let r = node.call(method, json!([filter]));
-            assert_eq!(r["error"]["code"], -32000, "{method}: {r}");
+            assert_eq!(r["error"]["code"], code, "{method}: {r}");
         }
     }
+    let at_the_limit = json!({"topics": [vec![one; 1000]], "address": vec![
+        "0x0000000000000000000000000000000000000001"; 1000]});
+    assert!(node.call("eth_getLogs", json!([at_the_limit]))["result"].is_array());
+}
+
+/// eth_getLogs block ranges as geth refuses them: a start past the head with the head as
+/// the end is a range in the wrong order, an end past the head extends beyond it, and the
+/// pending block has no logs to give.
+#[test]
+fn log_ranges_refused_in_geths_words() {
+    let node = Node::execution_apis(&[]);
+    let head = node.result("eth_blockNumber", json!([]));
+    let head = u64::from_str_radix(head.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let past = format!("{:#x}", head + 2);
+    let cases = [
+        (json!({"fromBlock": past}), "invalid block range params"),
+        (
+            json!({"fromBlock": past, "toBlock": "latest"}),
+            "invalid block range params",
+        ),
+        (
+            json!({"fromBlock": "0x2", "toBlock": "0x1"}),
+            "invalid block range params",
+        ),
+        (
+            json!({"fromBlock": past, "toBlock": format!("{:#x}", head + 4)}),
+            "block range extends beyond current head block",
+        ),
+        (
+            json!({"fromBlock": "pending"}),
+            "pending logs are not supported",
+        ),
+        (
+            json!({"fromBlock": "0x1", "toBlock": "pending"}),
+            "pending logs are not supported",
+        ),
+    ];
+    for (filter, message) in cases {
+        let r = node.call("eth_getLogs", json!([filter]));
+        assert_eq!(r["error"]["code"], -32602, "{filter}: {r}");
+        assert_eq!(r["error"]["message"], message, "{filter}: {r}");
+    }
+    let from_head = json!({"fromBlock": format!("{head:#x}"), "toBlock": "latest"});
+    assert!(node.call("eth_getLogs", json!([from_head]))["result"].is_array());
 }
 
 /// eth_call and its kin take `movePrecompileToAddress` as geth does (eth_simulateV1 did

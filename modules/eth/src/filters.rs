@@ -28,7 +28,8 @@ use alloy::{
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, Extensions};
 use serde_json::Value;
 use simnode_api::{
-    ApiKeyId, BlockEvent, ChainEvent, ModuleContext, PoolEvent, RpcError, RpcResult,
+    rpc_block::PoolTransaction, ApiKeyId, BlockEvent, ChainEvent, ModuleContext, PoolEvent,
+    RpcError, RpcResult,
 };
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
@@ -47,10 +48,11 @@ pub trait EthFilterApi {
     fn new_filter(&self, criteria: Value) -> JsonRpcResult<String>;
     #[method(name = "eth_newBlockFilter", with_extensions)]
     fn new_block_filter(&self) -> JsonRpcResult<String>;
+    /// With `fullTx` true, polls answer whole transactions rather than hashes (as geth).
     #[method(name = "eth_newPendingTransactionFilter", with_extensions)]
-    fn new_pending_transaction_filter(&self) -> JsonRpcResult<String>;
+    fn new_pending_transaction_filter(&self, full_tx: Option<bool>) -> JsonRpcResult<String>;
     #[method(name = "eth_getFilterChanges", with_extensions)]
-    fn filter_changes(&self, id: String) -> JsonRpcResult<FilterChanges>;
+    fn filter_changes(&self, id: String) -> JsonRpcResult<Changes>;
     #[method(name = "eth_getFilterLogs", with_extensions)]
     fn filter_logs(&self, id: String) -> JsonRpcResult<Vec<Log>>;
     #[method(name = "eth_uninstallFilter", with_extensions)]
@@ -66,8 +68,14 @@ enum Watch {
         filter: Box<LogFilter>,
         events: broadcast::Receiver<ChainEvent>,
     },
-    PendingTransactions(broadcast::Receiver<PoolEvent>),
+    PendingTransactions {
+        events: broadcast::Receiver<PoolEvent>,
+        full: bool,
+    },
 }
+
+/// What a poll answers: block or transaction hashes, logs, or pooled transactions.
+pub type Changes = FilterChanges<PoolTransaction>;
 
 struct Installed {
     /// The API key that installed it (none when the node serves without keys, as in tests).
@@ -195,7 +203,7 @@ impl EthFilters {
         Ok(id)
     }
 
-    fn changes(&self, owner: Option<ApiKeyId>, id: &str) -> RpcResult<FilterChanges> {
+    fn changes(&self, owner: Option<ApiKeyId>, id: &str) -> RpcResult<Changes> {
         let now = Instant::now();
         let mut installed = self.lock_live(now);
         let filter = owned_by(&mut installed, id, &owner)?;
@@ -212,8 +220,14 @@ impl EthFilters {
                         .collect(),
                 )
             }),
-            Watch::PendingTransactions(events) => drain(events)
-                .map(|txs| FilterChanges::Hashes(txs.iter().map(|tx| *tx.tx_hash()).collect())),
+            Watch::PendingTransactions { events, full } => drain(events).map(|txs| {
+                if *full {
+                    let whole = txs.iter().map(|tx| PoolTransaction::of((**tx).clone()));
+                    FilterChanges::Transactions(whole.collect())
+                } else {
+                    FilterChanges::Hashes(txs.iter().map(|tx| *tx.tx_hash()).collect())
+                }
+            }),
             Watch::Logs { filter, events, .. } => drain(events).map(|events| {
                 FilterChanges::Logs(
                     events
@@ -250,12 +264,19 @@ impl EthFilterApiServer for EthFilters {
         Ok(self.install(key_of(ext), watch)?)
     }
 
-    fn new_pending_transaction_filter(&self, ext: &Extensions) -> JsonRpcResult<String> {
-        let watch = Watch::PendingTransactions(self.ctx.pool.pool_events());
+    fn new_pending_transaction_filter(
+        &self,
+        ext: &Extensions,
+        full_tx: Option<bool>,
+    ) -> JsonRpcResult<String> {
+        let watch = Watch::PendingTransactions {
+            events: self.ctx.pool.pool_events(),
+            full: full_tx.unwrap_or(false),
+        };
         Ok(self.install(key_of(ext), watch)?)
     }
 
-    fn filter_changes(&self, ext: &Extensions, id: String) -> JsonRpcResult<FilterChanges> {
+    fn filter_changes(&self, ext: &Extensions, id: String) -> JsonRpcResult<Changes> {
         Ok(self.changes(key_of(ext), &id)?)
     }
 

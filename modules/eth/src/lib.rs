@@ -1050,7 +1050,7 @@ pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_unsubscribe", 1),
     ("eth_newFilter", 1),
     ("eth_newBlockFilter", 0),
-    ("eth_newPendingTransactionFilter", 0),
+    ("eth_newPendingTransactionFilter", 1),
     ("eth_getFilterChanges", 1),
     ("eth_getFilterLogs", 1),
     ("eth_uninstallFilter", 1),

@@ -19,24 +19,38 @@ pub struct LogFilter {
     topic_positions: usize,
 }
 
-/// Most addresses and topic positions a filter may name (geth's limits).
+/// Most addresses a filter may name, and alternatives one topic position may list (geth's
+/// `LogQueryLimit` and `maxSubTopics`).
 const MAX_ADDRESSES: usize = 1_000;
+const MAX_SUB_TOPICS: usize = 1_000;
+/// Most topic positions a filter may name (geth's `maxTopics`).
 const MAX_TOPICS: usize = 4;
 
 impl LogFilter {
-    /// Parses filter criteria given as argument `arg`: geth's -32000 for more than
-    /// [`MAX_ADDRESSES`] addresses or [`MAX_TOPICS`] topic positions, -32602 naming the
-    /// argument for criteria that do not parse.
+    /// Parses filter criteria given as argument `arg`. As in geth, criteria that do not decode
+    /// are -32602 naming the argument, and so are more than [`MAX_TOPICS`] topic positions or
+    /// [`MAX_SUB_TOPICS`] alternatives in one (geth refuses them while decoding); more than
+    /// [`MAX_ADDRESSES`] addresses is geth's -32000, refused once the criteria decoded.
     pub fn parse(criteria: &Value, arg: usize) -> RpcResult<Self> {
-        let count = |field: &str| criteria.get(field).and_then(Value::as_array).map(Vec::len);
-        if count("topics").is_some_and(|n| n > MAX_TOPICS) {
-            return Err(RpcError::Server("exceed max topics".into()));
+        let invalid = |e: &dyn std::fmt::Display| {
+            RpcError::invalid_params(format!("invalid argument {arg}: {e}"))
+        };
+        if let Some(topics) = criteria.get("topics").and_then(Value::as_array) {
+            let crowded = topics
+                .iter()
+                .any(|t| t.as_array().is_some_and(|alts| alts.len() > MAX_SUB_TOPICS));
+            if topics.len() > MAX_TOPICS || crowded {
+                return Err(invalid(&"exceed max topics"));
+            }
         }
-        if count("address").is_some_and(|n| n > MAX_ADDRESSES) {
-            return Err(RpcError::Server("exceed max addresses".into()));
+        let filter = Self::from_value(criteria).map_err(|e| invalid(&e))?;
+        let addresses = criteria.get("address").and_then(Value::as_array);
+        if addresses.is_some_and(|a| a.len() > MAX_ADDRESSES) {
+            return Err(RpcError::Server(
+                "exceed max addresses or topics per search position".into(),
+            ));
         }
-        Self::from_value(criteria)
-            .map_err(|e| RpcError::invalid_params(format!("invalid argument {arg}: {e}")))
+        Ok(filter)
     }
 
     /// Parses filter criteria; `Err` is serde's message.
@@ -52,9 +66,10 @@ impl LogFilter {
         })
     }
 
-    /// geth refuses a filter that follows new blocks (a polled filter or a `logs`
-    /// subscription) whose range can never hold a block, when it is installed: a number range
-    /// that ends before it starts, or one from the head on to a fixed number.
+    /// The block range a filter that follows new blocks (a polled filter or a `logs`
+    /// subscription) may have, checked when it is installed, as geth's `SubscribeLogs`: from the
+    /// head on (the default), between two numbers in order, or from a number on. Pending logs
+    /// are gone from geth; safe, finalized and earliest are refused with the other ranges.
     pub fn check_live_range(&self) -> RpcResult<()> {
         let FilterBlockOption::Range {
             from_block,
@@ -63,18 +78,17 @@ impl LogFilter {
         else {
             return Ok(());
         };
-        let from_head = matches!(from_block, None | Some(BlockNumberOrTag::Latest));
-        let impossible = match (from_block, to_block) {
-            (Some(BlockNumberOrTag::Number(from)), Some(BlockNumberOrTag::Number(to))) => to < from,
-            (_, Some(BlockNumberOrTag::Number(_))) => from_head,
-            _ => false,
-        };
-        if impossible {
-            return Err(RpcError::Server(
-                "invalid from and to block combination".into(),
-            ));
+        use BlockNumberOrTag::{Latest, Number, Pending};
+        let from = from_block.unwrap_or(Latest);
+        let to = to_block.unwrap_or(Latest);
+        if from == Pending || to == Pending {
+            return Err(pending_logs());
         }
-        Ok(())
+        match (from, to) {
+            (Latest, Latest) | (Number(_), Latest) => Ok(()),
+            (Number(from), Number(to)) if to >= from => Ok(()),
+            _ => Err(invalid_range()),
+        }
     }
 
     /// Whether the filter's block numbers (if it names any) take in block `number`; a tag
@@ -107,22 +121,34 @@ impl LogFilter {
     }
 }
 
+/// geth's refusal of a range that can hold no block.
+fn invalid_range() -> RpcError {
+    RpcError::invalid_params("invalid block range params")
+}
+
+/// geth answers no logs of the pending block, whether polled, followed or asked for.
+fn pending_logs() -> RpcError {
+    RpcError::invalid_params("pending logs are not supported")
+}
+
+/// The block number a range bound names (`None` is the head), in geth's words when a tag
+/// has no block yet.
 fn resolve_bound(
     ctx: &ModuleContext,
     bound: Option<BlockNumberOrTag>,
-    default_latest: u64,
-) -> RpcResult<Option<u64>> {
-    let param = match bound {
-        None => return Ok(Some(default_latest)),
-        Some(BlockNumberOrTag::Number(n)) => return Ok(Some(n)),
-        Some(BlockNumberOrTag::Latest | BlockNumberOrTag::Pending) => {
-            BlockParam::Tag(BlockTag::Latest)
-        }
-        Some(BlockNumberOrTag::Earliest) => BlockParam::Tag(BlockTag::Earliest),
-        Some(BlockNumberOrTag::Safe) => BlockParam::Tag(BlockTag::Safe),
-        Some(BlockNumberOrTag::Finalized) => BlockParam::Tag(BlockTag::Finalized),
+    head: u64,
+) -> RpcResult<u64> {
+    let (param, missing) = match bound {
+        None | Some(BlockNumberOrTag::Latest) => return Ok(head),
+        Some(BlockNumberOrTag::Number(n)) => return Ok(n),
+        Some(BlockNumberOrTag::Pending) => return Err(pending_logs()),
+        Some(BlockNumberOrTag::Earliest) => (BlockTag::Earliest, "earliest header not found"),
+        Some(BlockNumberOrTag::Safe) => (BlockTag::Safe, "safe header not found"),
+        Some(BlockNumberOrTag::Finalized) => (BlockTag::Finalized, "finalized header not found"),
     };
-    ctx.chain.resolve(&param)
+    ctx.chain
+        .resolve(&BlockParam::Tag(param))?
+        .ok_or_else(|| RpcError::Server(missing.into()))
 }
 
 pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
@@ -151,6 +177,9 @@ pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
             from_block,
             to_block,
         } => {
+            if [from_block, to_block].contains(&Some(BlockNumberOrTag::Pending)) {
+                return Err(pending_logs());
+            }
             if let Some(BlockNumberOrTag::Number(n)) = to_block {
                 if n > head {
                     return Err(RpcError::invalid_params(
@@ -158,15 +187,11 @@ pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
                     ));
                 }
             }
-            let from = resolve_bound(ctx, from_block, head)?.ok_or(RpcError::HeaderNotFound)?;
-            let to = resolve_bound(ctx, to_block, head)?.ok_or(RpcError::HeaderNotFound)?;
-            if from > head {
-                return Err(RpcError::invalid_params(
-                    "block range extends beyond current head block",
-                ));
-            }
+            let from = resolve_bound(ctx, from_block, head)?;
+            let to = resolve_bound(ctx, to_block, head)?;
+            // `to` is at most the head here: a start past it is a range in the wrong order.
             if from > to {
-                return Err(RpcError::invalid_params("invalid block range params"));
+                return Err(invalid_range());
             }
             (from, to)
         }

@@ -331,7 +331,7 @@ mod tests {
         assert!(!ranged.covers_block(4) && ranged.covers_block(5) && !ranged.covers_block(7));
         let err =
             parse_kind("logs", Some(json!({"fromBlock": "0x6", "toBlock": "0x5"}))).unwrap_err();
-        assert_eq!(err.code(), -32000);
+        assert_eq!(err.code(), -32602);
         let err = parse_kind(
             "logs",
             Some(json!({"blockHash": format!("0x{}", "11".repeat(32))})),
