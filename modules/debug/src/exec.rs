@@ -22,8 +22,8 @@ use alloy::{
     primitives::U256,
     rpc::types::{
         trace::geth::{
-            CallFrame, CallLogFrame, GethDebugTracingCallOptions, GethDebugTracingOptions,
-            GethTrace, StructLog, TraceResult,
+            CallFrame, CallLogFrame, GethDebugTracerType, GethDebugTracingCallOptions,
+            GethDebugTracingOptions, GethTrace, StructLog, TraceResult,
         },
         Bundle, TransactionRequest,
     },
@@ -171,9 +171,7 @@ pub(crate) fn trace_block(
         let mut trace: GethTrace = inspector
             .get_result(Some(context), &tx_env, &env.block_env, &res, &mut &db)
             .map_err(|err| RpcError::Internal(format!("building the trace: {err}")))?;
-        if let GethTrace::Default(frame) = &mut trace {
-            omit_empty(&mut frame.struct_logs);
-        }
+        as_geth_shows_it(&mut trace, opts);
         number_logs_from(&mut trace, logs_before, numbers.as_ref());
         logs_before += res.result.logs().len() as u64;
         db.commit(res.state);
@@ -245,6 +243,7 @@ pub(crate) fn trace_call(
         &opts.tracing_options,
         budget,
         0,
+        call::CallRules::Geth,
     )?;
     Ok(traced.trace)
 }
@@ -267,6 +266,7 @@ fn trace_one(
     opts: &GethDebugTracingOptions,
     budget: Budget,
     bytes: usize,
+    rules: call::CallRules,
 ) -> RpcResult<Traced> {
     let budget = budget.for_tx();
     let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
@@ -289,7 +289,13 @@ fn trace_one(
         (Some(Abort::Deadline), _) => budget.timed_out(),
         (Some(Abort::TraceTooLarge), _) | (None, true) => budget.too_large(),
         // The request itself cannot run (funds, fees, ...): geth's wording, as eth_call.
-        (None, false) => call::transaction_error(err, caller),
+        (None, false) => match (call::transaction_error(err, caller), rules) {
+            // geth's traceTx wraps what stops the message from running.
+            (RpcError::Server(words), call::CallRules::Geth) => {
+                RpcError::Server(format!("tracing failed: {words}"))
+            }
+            (other, _) => other,
+        },
     })?;
     let bytes = guard.bytes.saturating_add(recorded);
     if bytes > budget.max_bytes {
@@ -299,9 +305,7 @@ fn trace_one(
     let mut trace = inspector
         .get_result(None, &tx, &env.block_env, &res, &mut &*db)
         .map_err(|err| RpcError::Internal(format!("building the trace: {err}")))?;
-    if let GethTrace::Default(frame) = &mut trace {
-        omit_empty(&mut frame.struct_logs);
-    }
+    as_geth_shows_it(&mut trace, opts);
     // A call's logs are numbered from 0, as on geth's fresh state for it.
     number_logs_from(&mut trace, 0, numbers.as_ref());
     Ok(Traced {
@@ -360,6 +364,7 @@ pub(crate) fn trace_call_many(
                 &opts.tracing_options,
                 budget,
                 bytes,
+                call::CallRules::Reth,
             )?;
             bytes = traced.bytes;
             db.commit(traced.state);
@@ -370,6 +375,54 @@ pub(crate) fn trace_call_many(
         block_env.block_env.timestamp += U256::from(12);
     }
     Ok(answers)
+}
+
+/// A finished trace as geth's tracers leave it: the struct logger's entries without their
+/// empty fields and within `limit` bytes; the callTracer's frames without the logs of any
+/// that failed or sits inside one that did.
+fn as_geth_shows_it(trace: &mut GethTrace, opts: &GethDebugTracingOptions) {
+    match trace {
+        GethTrace::Default(frame) => {
+            omit_empty(&mut frame.struct_logs);
+            if let Some(limit) = opts.config.limit.filter(|l| *l != 0) {
+                keep_within(&mut frame.struct_logs, limit);
+            }
+        }
+        GethTrace::CallTracer(frame) => drop_failed_logs(frame, false),
+        GethTrace::MuxTracer(mux) => {
+            for inner in mux.0.values_mut() {
+                if let GethTrace::CallTracer(frame) = inner {
+                    drop_failed_logs(frame, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// geth's struct logger stops taking entries once those taken exceed `limit` bytes of JSON.
+fn keep_within(logs: &mut Vec<StructLog>, limit: u64) {
+    let mut size = 0u64;
+    let kept = logs
+        .iter()
+        .take_while(|log| {
+            let room = size <= limit;
+            size += serde_json::to_vec(log).map_or(0, |json| json.len() as u64);
+            room
+        })
+        .count();
+    logs.truncate(kept);
+}
+
+/// A failed frame's logs never reached a receipt, nor did those of the frames it called.
+fn drop_failed_logs(frame: &mut CallFrame, parent_failed: bool) {
+    let failed = parent_failed || frame.error.is_some();
+    if failed {
+        frame.logs.clear();
+    }
+    for call in &mut frame.calls {
+        drop_failed_logs(call, failed);
+    }
 }
 
 /// geth's struct logger leaves out what is empty (`omitempty`): a zero refund counter, empty
@@ -507,11 +560,13 @@ fn omit_empty(logs: &mut [StructLog]) {
 fn tracer(opts: &GethDebugTracingOptions, max_bytes: usize) -> RpcResult<DebugInspector> {
     let mut inspector =
         DebugInspector::new(mux_configs_as_geth_reads_them(opts)).map_err(|err| {
-            let name = opts
-                .tracer
-                .as_ref()
-                .map(|t| format!("{t:?}"))
-                .unwrap_or_default();
+            let name = match &opts.tracer {
+                Some(GethDebugTracerType::BuiltInTracer(t)) => {
+                    serde_json::to_value(t).map_or_else(|_| format!("{t:?}"), |v| v.to_string())
+                }
+                Some(GethDebugTracerType::JsTracer(code)) => format!("{code:?}"),
+                None => String::new(),
+            };
             RpcError::Server(format!("tracer {name}: {err}"))
         })?;
     let tracing = match &mut inspector {
@@ -537,9 +592,12 @@ fn tracer(opts: &GethDebugTracingOptions, max_bytes: usize) -> RpcResult<DebugIn
 /// `opts` with a muxTracer's sub-configs as revm-inspectors takes them: geth hands each
 /// sub-tracer its config and the ones without options ignore it, and a `null` config is no
 /// config; revm-inspectors wants none for those and one for the others.
+/// The struct logger's `limit` is left out: geth counts it in bytes ([`keep_within`]), where
+/// revm-inspectors counts entries.
 fn mux_configs_as_geth_reads_them(opts: &GethDebugTracingOptions) -> GethDebugTracingOptions {
-    use alloy::rpc::types::trace::geth::{GethDebugBuiltInTracerType as T, GethDebugTracerType};
+    use alloy::rpc::types::trace::geth::GethDebugBuiltInTracerType as T;
     let mut opts = opts.clone();
+    opts.config.limit = None;
     if opts.tracer != Some(GethDebugTracerType::BuiltInTracer(T::MuxTracer)) {
         return opts;
     }

@@ -441,6 +441,64 @@ async fn geths_tracers() {
     );
 }
 
+/// The struct logger's `limit` counts bytes of JSON as geth's does: entries are taken while
+/// those taken come to at most `limit` bytes.
+#[tokio::test]
+async fn struct_log_limit_counts_bytes() {
+    let f = fixture();
+    let ctx = &f.ctx;
+    let hash = f.block1.body.transactions[1].tx_hash();
+    let all = result(ctx, "debug_traceTransaction", json!([hash])).await;
+    let logs = all["structLogs"].as_array().expect("struct logs").clone();
+    assert!(logs.len() > 3, "{all}");
+    let first = serde_json::to_string(&logs[0]).unwrap().len() as u64;
+    let limited = |limit: u64| {
+        let ctx = ctx.clone();
+        async move {
+            let r = result(
+                &ctx,
+                "debug_traceTransaction",
+                json!([hash, {"limit": limit}]),
+            )
+            .await;
+            r["structLogs"].as_array().expect("struct logs").clone()
+        }
+    };
+    assert_eq!(limited(first - 1).await, logs[..1]);
+    assert_eq!(limited(first).await, logs[..2]);
+    assert_eq!(limited(0).await, logs, "0 is no limit");
+}
+
+/// A call that logs and then fails keeps no logs in the callTracer, as none reach a receipt;
+/// a call that cannot run at all fails in geth's words for tracing.
+#[tokio::test]
+async fn call_tracer_drops_the_logs_of_a_failed_call() {
+    let f = fixture();
+    let ctx = &f.ctx;
+    // PUSH1 0 PUSH1 0 LOG0 PUSH1 0 PUSH1 0 REVERT
+    let logs_then_reverts = "0x60006000a060006000fd";
+    let target = Address::repeat_byte(0xd4);
+    let opts = json!({
+        "tracer": "callTracer",
+        "tracerConfig": {"withLog": true},
+        "stateOverrides": {target.to_string(): {"code": logs_then_reverts}},
+    });
+    let request = json!({"from": SENDER, "to": target});
+    let frame = result(ctx, "debug_traceCall", json!([request, "0x0", opts])).await;
+    assert_eq!(frame["error"], "execution reverted", "{frame}");
+    assert!(frame.get("logs").is_none(), "{frame}");
+
+    let broke = Address::repeat_byte(0xe5);
+    let request = json!({"from": broke, "to": target, "value": "0x10"});
+    let resp = call(ctx, "debug_traceCall", json!([request, "0x0"])).await;
+    assert_eq!(resp["error"]["code"], -32000, "{resp}");
+    let message = resp["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("tracing failed: insufficient funds for gas * price + value"),
+        "{resp}"
+    );
+}
+
 #[tokio::test]
 async fn genesis_unknown_blocks_and_bad_params() {
     let f = fixture();
