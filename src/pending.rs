@@ -111,7 +111,9 @@ impl PendingBlocks {
     }
 
     fn build(&self, parent: &Sealed<Header>, mut header: Header) -> Result<Pending, String> {
-        let candidates = simnode_api::TxPool::pending(&*self.pool);
+        let candidates = self
+            .pool
+            .by_price_and_nonce(header.base_fee_per_gas.unwrap_or(0));
         build::mark_impersonation(&mut header, &candidates);
         let withdrawals = header.withdrawals_root.map(|_| Vec::new());
         let (block, changes) =

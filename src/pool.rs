@@ -117,6 +117,34 @@ impl Pool {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The waiting transactions in the order a block producer takes them, as geth's miner
+    /// and anvil's fee ordering do: each sender's in nonce order, and of the senders' next
+    /// ones, the one paying the producer the most per gas at `base_fee` first, the earlier
+    /// arrival on a tie. One whose fee cap is under the base fee pays nothing.
+    pub fn by_price_and_nonce(&self, base_fee: u64) -> Vec<Recovered<TxEnvelope>> {
+        use std::{cmp::Reverse, collections::BinaryHeap};
+        let inner = self.lock();
+        let tip = |hash: &B256| {
+            let tx = &inner.by_hash[hash];
+            tx.effective_tip_per_gas(base_fee).unwrap_or(0)
+        };
+        let mut queues: Vec<_> = inner.by_sender.values().map(|n| n.values()).collect();
+        let mut heap = BinaryHeap::with_capacity(queues.len());
+        for (queue, nonces) in queues.iter_mut().enumerate() {
+            if let Some(hash) = nonces.next() {
+                heap.push((tip(hash), Reverse(inner.seq_of[hash]), queue, *hash));
+            }
+        }
+        let mut out = Vec::with_capacity(inner.by_hash.len());
+        while let Some((_, _, queue, hash)) = heap.pop() {
+            out.push(inner.by_hash[&hash].clone());
+            if let Some(next) = queues[queue].next() {
+                heap.push((tip(next), Reverse(inner.seq_of[next]), queue, *next));
+            }
+        }
+        out
+    }
+
     /// Adds `tx`, and the sidecar it came with: refuses a transaction already here, a
     /// replacement that does not pay [`PRICE_BUMP_PERCENT`] more ([`BLOB_PRICE_BUMP_PERCENT`]
     /// for a blob transaction's), and one a full pool has no
@@ -699,6 +727,56 @@ mod tests {
         assert!(events.try_recv().is_err());
         pool.on_block(&[], |sender| (*sender == b).then_some((5, U256::MAX)));
         assert_eq!(*events.try_recv().unwrap().tx_hash(), later);
+    }
+
+    /// Blocks take the best-paying next transaction first, each sender's in nonce order, the
+    /// earlier arrival on a tie (geth's miner, anvil's fee ordering).
+    #[test]
+    fn blocks_take_transactions_by_price_and_nonce() {
+        // Each sender's own transaction (the helper's are alike whoever sends them).
+        let tx = |sender: Address, nonce: u64, price: u128| {
+            let t = TxLegacy {
+                nonce,
+                gas_price: price,
+                gas_limit: 21_000,
+                to: alloy::primitives::TxKind::Call(sender),
+                ..Default::default()
+            };
+            let signed = t.into_signed(Signature::test_signature());
+            Recovered::new_unchecked(TxEnvelope::Legacy(signed), sender)
+        };
+        let pool = Pool::default();
+        let (a, b, c) = (
+            Address::repeat_byte(1),
+            Address::repeat_byte(2),
+            Address::repeat_byte(3),
+        );
+        let a0 = pool.insert(tx(a, 0, 10)).unwrap();
+        let a1 = pool.insert(tx(a, 1, 50)).unwrap();
+        let b0 = pool.insert(tx(b, 0, 30)).unwrap();
+        let c0 = pool.insert(tx(c, 0, 10)).unwrap();
+        let order = |base_fee| -> Vec<B256> {
+            let txs = pool.by_price_and_nonce(base_fee);
+            txs.iter().map(|tx| *tx.tx_hash()).collect()
+        };
+        // At base fee 5 the tips are 5, 45, 25 and 5: a's second waits for its first, which
+        // ties with c's and came first.
+        assert_eq!(order(5), vec![b0, a0, a1, c0]);
+        // A fee cap under the base fee pays nothing: it goes last, still in its sender's order.
+        assert_eq!(order(20), vec![b0, a0, a1, c0]);
+        assert_eq!(order(40), vec![a0, a1, b0, c0]);
+
+        // On a tie, a sender's later transaction comes after another's that arrived before it.
+        let pool = Pool::default();
+        let a0 = pool.insert(tx(a, 0, 10)).unwrap();
+        let b0 = pool.insert(tx(b, 0, 10)).unwrap();
+        let a1 = pool.insert(tx(a, 1, 10)).unwrap();
+        let order: Vec<B256> = pool
+            .by_price_and_nonce(1)
+            .iter()
+            .map(|t| *t.tx_hash())
+            .collect();
+        assert_eq!(order, vec![a0, b0, a1]);
     }
 
     #[test]

@@ -1517,6 +1517,42 @@ fn dev_node_mining_modes_pool_drops_and_coinbase() {
     );
     assert_eq!(pending(&node), 0);
 
+    // A block takes the best-paying transaction first, whoever sent first (geth's miner and
+    // anvil's fee ordering); the pending block shows the same order.
+    let other = node.result("eth_accounts", json!([]))[1].clone();
+    let tipping = |from: &Value, tip: &str| {
+        node.result(
+            "eth_sendTransaction",
+            json!([{"from": from, "to": to, "value": "0x1", "maxPriorityFeePerGas": tip,
+                    "maxFeePerGas": "0x174876e800"}]),
+        )
+    };
+    let low = tipping(&json!(ADDR0), "0x3b9aca00");
+    let high = tipping(&other, "0x12a05f200");
+    // The node's accounts' waiting transactions, as geth lists them.
+    let ours = node.result("eth_pendingTransactions", json!([]));
+    let mut hashes: Vec<&Value> = ours
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["hash"])
+        .collect();
+    hashes.sort_by_key(|h| h.as_str().map(str::to_owned));
+    let mut sent = vec![&low, &high];
+    sent.sort_by_key(|h| h.as_str().map(str::to_owned));
+    assert_eq!(hashes, sent, "{ours}");
+    assert_eq!(ours[0]["blockHash"], Value::Null, "{ours}");
+    let in_pending = node.result("eth_getBlockByNumber", json!(["pending", false]));
+    assert_eq!(
+        in_pending["transactions"],
+        json!([high, low]),
+        "{in_pending}"
+    );
+    node.result("evm_mine", json!([]));
+    let mined = receipt(&node, &low)["blockNumber"].clone();
+    let block = node.result("eth_getBlockByNumber", json!([mined, false]));
+    assert_eq!(block["transactions"], json!([high, low]), "{block}");
+
     // Clearing the pool, by sender and whole.
     send(&node);
     node.result("anvil_removePoolTransactions", json!([ADDR0]));

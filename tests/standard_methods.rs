@@ -86,6 +86,7 @@ fn the_node_says_what_it_is() {
     let node = Node::execution_apis(&[]);
     // Not a dev node: no keys, so nothing to sign with.
     assert_eq!(node.result("eth_accounts", json!([])), json!([]));
+    assert_eq!(node.result("eth_pendingTransactions", json!([])), json!([]));
     let from = "0x0c2c51a0990aee1d73c1228de158688341557508";
     assert_eq!(
         node.call("eth_sendTransaction", json!([{"from": from, "to": from}]))["error"],

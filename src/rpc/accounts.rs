@@ -1,7 +1,8 @@
 //! The node's own accounts. With `--dev` they are the ten keys of the test mnemonic the dev
 //! chain funds; otherwise there are none (the node is not a wallet: transactions arrive signed).
 //!
-//! `eth_accounts` lists them; `eth_sendTransaction`, `eth_signTransaction`, `eth_sign`,
+//! `eth_accounts` lists them, `eth_pendingTransactions` the pool's transactions they sent;
+//! `eth_sendTransaction`, `eth_signTransaction`, `eth_sign`,
 //! `personal_sign` and `eth_signTypedData_v4` sign with them, so that tools whose default is
 //! the node's accounts (hardhat's `remote` accounts, `cast send --unlocked`, web3.py's
 //! `send_transaction`) work against a dev node as they do against geth --dev or anvil. Any
@@ -41,7 +42,7 @@ use jsonrpsee::{
 use k256::ecdsa::SigningKey;
 use serde::Serialize;
 use serde_json::{json, Value};
-use simnode_api::{unsigned_tx, ModuleContext, RpcError};
+use simnode_api::{rpc_block::PoolTransaction, unsigned_tx, ModuleContext, RpcError};
 
 use super::blob_args::{BlobArgs, TxArgs};
 use crate::store::Store;
@@ -49,6 +50,7 @@ use crate::store::Store;
 /// The most positional params each method reads.
 pub const METHOD_PARAMS: simnode_api::MethodParams = &[
     ("eth_accounts", 0),
+    ("eth_pendingTransactions", 0),
     ("eth_sendTransaction", 1),
     ("eth_signTransaction", 1),
     ("eth_fillTransaction", 1),
@@ -64,6 +66,9 @@ pub const DEV_METHOD_PARAMS: simnode_api::MethodParams = &[("eth_sendUnsignedTra
 pub trait AccountsApi {
     #[method(name = "eth_accounts")]
     fn accounts(&self) -> RpcResult<Vec<Address>>;
+    /// The pool's transactions sent by the node's accounts (geth's: none on a node without).
+    #[method(name = "eth_pendingTransactions")]
+    fn pending_transactions(&self) -> RpcResult<Vec<PoolTransaction>>;
     #[method(name = "eth_sendTransaction")]
     async fn send_transaction(&self, request: TxArgs) -> RpcResult<B256>;
     /// anvil's: sends for `from` whether or not it is impersonated (dev nodes only).
@@ -463,6 +468,18 @@ impl AccountsApiServer for Accounts {
             }
         }
         Ok(accounts)
+    }
+
+    fn pending_transactions(&self) -> RpcResult<Vec<PoolTransaction>> {
+        let ours = self.accounts()?;
+        Ok(self
+            .ctx
+            .pool
+            .pending()
+            .into_iter()
+            .filter(|tx| ours.contains(&tx.signer()))
+            .map(PoolTransaction::of)
+            .collect())
     }
 
     async fn send_transaction(&self, request: TxArgs) -> RpcResult<B256> {

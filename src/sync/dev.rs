@@ -15,7 +15,7 @@ use alloy::{
 };
 use alloy_trie::EMPTY_ROOT_HASH;
 use revm::{bytecode::Bytecode, primitives::KECCAK_EMPTY, state::AccountInfo};
-use simnode_api::{AccountChange, TxPool};
+use simnode_api::AccountChange;
 
 use super::build::{self, mark_impersonation, next_header, now};
 use crate::{
@@ -388,9 +388,11 @@ impl DevChain {
     /// included yet (e.g. all wait behind a nonce gap), and `None` is returned.
     pub fn mine(&self, allow_empty: bool) -> Result<Option<NewBlock>, BlockError> {
         let _one_at_a_time = lock(&self.mining);
-        let pending = self.pool.pending();
         let started = std::time::Instant::now();
         let settings = self.settings();
+        let parent = self.store.head_header()?;
+        let base_fee = laid_out_header(&self.store, &parent, &settings).base_fee_per_gas;
+        let pending = self.pool.by_price_and_nonce(base_fee.unwrap_or(0));
         let (block, changes) = assemble_block(&self.store, &pending, settings, None)?;
         if block.body.transactions.is_empty() && !allow_empty {
             return Ok(None);

@@ -22,7 +22,6 @@ use alloy::{
 };
 use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::{json, Value};
-use simnode_api::TxPool;
 
 use super::payload::{self, BuiltPayload, PayloadFork};
 use crate::{pool::Pool, store::Store};
@@ -152,8 +151,9 @@ pub fn build_from_pool(
     let fork = PayloadFork::at(store.spec(), attributes.timestamp);
     let mut sidecars = HashMap::new();
     let mut per_blob = Vec::new();
+    let base_fee = store.spec().next_base_fee(parent).unwrap_or(0);
     let candidates: Vec<_> = pool
-        .pending()
+        .by_price_and_nonce(base_fee)
         .into_iter()
         .filter(|tx| {
             if simnode_api::impersonation::is_impersonated(tx) {

@@ -71,7 +71,7 @@ pub trait TxPool: Send + Sync {
         let _ = sidecar;
         self.insert(tx)
     }
-    /// Transactions waiting for a block, in the order a block builder would take them.
+    /// Transactions waiting for a block, each sender's in nonce order.
     fn pending(&self) -> Vec<Recovered<TxEnvelope>>;
     /// A pending transaction by hash.
     fn get(&self, hash: &B256) -> Option<Recovered<TxEnvelope>>;
