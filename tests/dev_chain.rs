@@ -2074,6 +2074,14 @@ fn the_pool_keeps_geths_rules() {
         tx(u64::MAX, 1, 10 * gwei, gwei, 21_000, vec![]),
         "nonce has max value",
     );
+    // EIP-7825's cap comes before the block's gas limit, as in geth's pool (tiny fees: the
+    // RPC fee cap is not what refuses them).
+    for gas in [20_000_000, 3_000_000_000] {
+        refused(
+            tx(nonce, 1, 2, 1, gas, vec![]),
+            &format!("transaction gas limit too high (cap: 16777216, tx: {gas})"),
+        );
+    }
     // A transaction behind a nonce gap is not pending: what it may spend does not count.
     let gapped = tx(
         nonce + 3,

@@ -284,9 +284,13 @@ async fn estimate_gas_transfer_and_revert() {
 #[tokio::test]
 async fn send_raw_transaction_validates() {
     let m = module();
-    // Not a transaction at all.
+    // Not a transaction at all: geth's decoding error (-32000).
     let r = call(&m, "eth_sendRawTransaction", json!(["0x01"])).await;
-    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert_eq!(r["error"]["message"], "typed transaction too short", "{r}");
+    // Not hex: the parameter itself is refused.
+    let r = call(&m, "eth_sendRawTransaction", json!(["0xzz"])).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
     // A real legacy transaction of the execution-apis chain: its sender has no balance in the
     // fake state, so it is rejected with geth's insufficient-funds wording and the spec's
     // code 809 (GasErrors, `eth/submit.yaml`).

@@ -56,6 +56,29 @@ fn check_fee_cap(tx: &TxEnvelope, cap: u128) -> RpcResult<()> {
     Ok(())
 }
 
+/// A signed transaction's bytes decoded, refused as geth's `UnmarshalBinary` refuses them
+/// (-32000, its words where alloy's differ).
+fn decode_as_geth(raw: &[u8]) -> RpcResult<TxEnvelope> {
+    use alloy::eips::Decodable2718;
+    let refused = |words: &str| RpcError::Server(words.into());
+    // A first byte under 0x80 is a type, not the start of a legacy transaction's list.
+    let kind = raw.first().copied().unwrap_or_default();
+    if kind < 0x80 {
+        if raw.len() <= 1 {
+            return Err(refused("typed transaction too short"));
+        }
+        if alloy::consensus::TxType::try_from(kind).map_or(true, |t| t.is_legacy()) {
+            return Err(refused("transaction type not supported"));
+        }
+    }
+    let mut buf = raw;
+    let tx = TxEnvelope::decode_2718(&mut buf).map_err(|e| refused(&format!("rlp: {e}")))?;
+    if !buf.is_empty() {
+        return Err(refused("rlp: input contains more than one value"));
+    }
+    Ok(tx)
+}
+
 /// geth's limit on a transaction's encoded size (blob transactions: without blobs).
 pub const TX_MAX_SIZE: usize = 128 * 1024;
 /// Encoded size limit of a blob transaction with its sidecar.
@@ -80,10 +103,7 @@ pub async fn send_raw_transaction_async(
 }
 
 pub fn send_raw_transaction(ctx: &ModuleContext, raw: &[u8]) -> RpcResult<B256> {
-    if raw.is_empty() {
-        return Err(RpcError::invalid_params("empty transaction data"));
-    }
-    let tx = simnode_api::raw_tx::decode(raw)?;
+    let tx = decode_as_geth(raw)?;
     let limit = if tx.is_eip4844() {
         BLOB_TX_MAX_SIZE
     } else {
@@ -149,22 +169,28 @@ fn check(
     sidecar: Option<BlobTransactionSidecarVariant>,
 ) -> RpcResult<(Option<BlobTransactionSidecarVariant>, SenderState)> {
     check_fee_cap(tx, ctx.limits.tx_fee_cap)?;
+    // In the order of geth's pool (`ValidateTransaction`): the type, the EIP-7825 cap, the
+    // block's gas limit, the tip against the fee cap.
+    let head = ctx.chain.head().latest;
+    let header = ctx.chain.header(head)?.ok_or(RpcError::HeaderNotFound)?;
+    let spec_id = ctx.spec.spec_id(head + 1, header.timestamp);
+    check_kind(ctx, tx, spec_id, header.timestamp)?;
+    const MAX_TX_GAS: u64 = 1 << 24;
+    if spec_id >= revm::primitives::hardfork::SpecId::OSAKA && tx.gas_limit() > MAX_TX_GAS {
+        return Err(RpcError::Server(format!(
+            "transaction gas limit too high (cap: {MAX_TX_GAS}, tx: {})",
+            tx.gas_limit()
+        )));
+    }
+    if tx.gas_limit() > header.gas_limit {
+        return Err(RpcError::Server("exceeds block gas limit".into()));
+    }
     if let Some(tip) = tx.max_priority_fee_per_gas() {
         if tip > tx.max_fee_per_gas() {
             return Err(RpcError::Server(
                 "max priority fee per gas higher than max fee per gas".into(),
             ));
         }
-    }
-    let head = ctx.chain.head().latest;
-    let header = ctx.chain.header(head)?.ok_or(RpcError::HeaderNotFound)?;
-    if tx.gas_limit() > header.gas_limit {
-        return Err(RpcError::Server("exceeds block gas limit".into()));
-    }
-    let spec_id = ctx.spec.spec_id(head + 1, header.timestamp);
-    check_kind(ctx, tx, spec_id, header.timestamp)?;
-    if spec_id >= revm::primitives::hardfork::SpecId::OSAKA && tx.gas_limit() > (1 << 24) {
-        return Err(RpcError::Server("transaction gas limit too high".into()));
     }
     let intrinsic = intrinsic_gas(tx, spec_id);
     if tx.gas_limit() < intrinsic {
@@ -489,10 +515,19 @@ mod submit_error_tests {
         assert_eq!(code(server("already known")), 1000);
         assert_eq!(code(server("replacement transaction underpriced")), 1002);
         assert_eq!(code(server("oversized data")), -32000);
-        assert_eq!(
-            code(RpcError::invalid_params("empty transaction data")),
-            -32602
-        );
+        let refused = |raw: &[u8]| decode_as_geth(raw).unwrap_err();
+        for (raw, words) in [
+            (&[][..], "typed transaction too short"),
+            (&[0x02], "typed transaction too short"),
+            (&[0x12, 0x34], "transaction type not supported"),
+            (&[0x00, 0xc0], "transaction type not supported"),
+            (&[0x02, 0xc0], "rlp: "),
+            (&[0xf8, 0x01], "rlp: "),
+        ] {
+            let err = refused(raw);
+            assert_eq!(err.code(), -32000, "{raw:?}: {err}");
+            assert!(err.to_string().starts_with(words), "{raw:?}: {err}");
+        }
         let e = submit_error(server("nonce too low: next nonce 1, tx nonce 0"));
         assert_eq!(e.message(), "nonce too low: next nonce 1, tx nonce 0");
     }

@@ -210,7 +210,7 @@ fn parse_address(value: Option<Value>) -> RpcResult<Address> {
     let invalid = |msg: &str| RpcError::invalid_params(format!("invalid argument 0: {msg}"));
     match value {
         None | Some(Value::Null) => Err(RpcError::invalid_params(
-            "missing value for required argument 0 (address)",
+            "missing value for required argument 0",
         )),
         Some(Value::String(s)) => {
             let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) else {
