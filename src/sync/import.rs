@@ -1,5 +1,5 @@
-//! `simnode import`: blocks from geth-exported RLP files (concatenated RLP blocks), executed,
-//! validated and stored one by one. Blocks already stored are skipped, so an interrupted
+//! `simnode import`: blocks from geth-exported RLP files (concatenated RLP blocks), read,
+//! executed, validated and stored one by one (a file is never held whole in memory). Blocks already stored are skipped, so an interrupted
 //! import is finished by running it again.
 //!
 //! Each block is still its own commit, but commits do not wait for the disk one by one: the
@@ -70,37 +70,92 @@ impl ImportStats {
 }
 
 /// Imports the blocks `handle` (opened from `path`, which names it in errors) reads to its end.
-fn import_from(
-    store: &Store,
-    path: &Path,
-    mut handle: std::fs::File,
-) -> anyhow::Result<ImportStats> {
-    use std::io::Read;
-    let mut data = Vec::new();
-    handle
-        .read_to_end(&mut data)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    import_bytes(store, &data).with_context(|| format!("importing {}", path.display()))
+fn import_from(store: &Store, path: &Path, handle: std::fs::File) -> anyhow::Result<ImportStats> {
+    let reader = std::io::BufReader::with_capacity(1 << 20, handle);
+    import_blocks(store, reader).with_context(|| format!("importing {}", path.display()))
 }
 
 /// How often an import syncs the database to disk.
 pub const SYNC_EVERY: Duration = Duration::from_millis(250);
 
-pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
+/// The most bytes one block of a chain file may declare: far above any block a chain takes,
+/// low enough that a corrupt length is refused rather than allocated.
+const MAX_BLOCK_BYTES: u64 = 256 << 20;
+
+/// The blocks of a chain file, read one at a time: an export can be far larger than memory,
+/// and a pipe has no end to wait for.
+struct RawBlocks<R> {
+    reader: R,
+    /// Where the next block starts in the file.
+    offset: u64,
+}
+
+impl<R: std::io::Read> RawBlocks<R> {
+    /// The next block's RLP and where it starts; `None` at the end of the file.
+    fn next_block(&mut self, index: u64) -> anyhow::Result<Option<(u64, Vec<u8>)>> {
+        let at = self.offset;
+        let corrupt = |why: String| {
+            anyhow::anyhow!(
+                "block #{index} of the file (byte offset {at}) is corrupt or truncated: {why}"
+            )
+        };
+        let mut first = [0u8; 1];
+        if self.reader.read(&mut first)? == 0 {
+            return Ok(None);
+        }
+        // A block is an RLP list: its header says how long it is.
+        let mut raw = vec![first[0]];
+        let payload = match first[0] {
+            short @ 0xc0..=0xf7 => u64::from(short - 0xc0),
+            long @ 0xf8.. => {
+                let mut length = vec![0u8; usize::from(long - 0xf7)];
+                self.reader
+                    .read_exact(&mut length)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                raw.extend_from_slice(&length);
+                length.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b))
+            }
+            _ => return Err(corrupt("not an RLP list".into())),
+        };
+        if payload > MAX_BLOCK_BYTES {
+            return Err(corrupt(format!(
+                "it declares {payload} bytes, more than a block may have ({MAX_BLOCK_BYTES})"
+            )));
+        }
+        let header = raw.len();
+        raw.resize(header + payload as usize, 0);
+        self.reader
+            .read_exact(&mut raw[header..])
+            .map_err(|e| corrupt(e.to_string()))?;
+        self.offset += raw.len() as u64;
+        Ok(Some((at, raw)))
+    }
+}
+
+pub fn import_blocks(store: &Store, reader: impl std::io::Read) -> anyhow::Result<ImportStats> {
     let mut stats = ImportStats::default();
     let started = Instant::now();
     let mut last_report = Instant::now();
     let deferred = store.defer_sync();
     let mut last_sync = Instant::now();
-    let mut rest = data;
+    let mut blocks = RawBlocks { reader, offset: 0 };
     let mut index = 0u64;
-    while !rest.is_empty() {
-        let offset = data.len() - rest.len();
-        let block = Block::<TxEnvelope>::decode(&mut rest).map_err(|e| {
-            anyhow::anyhow!(
-                "block #{index} of the file (byte offset {offset}) is corrupt or truncated: {e}"
-            )
-        })?;
+    while let Some((offset, rlp)) = blocks.next_block(index)? {
+        let mut rest = rlp.as_slice();
+        let block = Block::<TxEnvelope>::decode(&mut rest)
+            .map_err(|e| e.to_string())
+            .and_then(|block| {
+                if rest.is_empty() {
+                    Ok(block)
+                } else {
+                    Err("bytes left over inside the block's list".to_string())
+                }
+            })
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "block #{index} of the file (byte offset {offset}) is corrupt or truncated: {e}"
+                )
+            })?;
         index += 1;
         let (header, body) = (block.header.seal_slow(), block.body);
         let number = header.number;
@@ -117,12 +172,12 @@ pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
             stats.skipped += 1;
             continue;
         }
-        let (hash, rlp) = (header.hash(), &data[offset..data.len() - rest.len()]);
+        let hash = header.hash();
         match exec::import_block(store, header, body) {
             Ok(gas) => stats.gas += gas,
             Err(err) => {
                 if err.is_bad_block() {
-                    exec::keep_bad_block(store, hash, number, rlp);
+                    exec::keep_bad_block(store, hash, number, &rlp);
                 }
                 return Err(err.into());
             }
@@ -145,4 +200,86 @@ pub fn import_bytes(store: &Store, data: &[u8]) -> anyhow::Result<ImportStats> {
     deferred.finish()?;
     stats.elapsed = started.elapsed();
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::{consensus::Header, rlp::Encodable};
+
+    /// A reader that hands out one byte per read, as a slow pipe may.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match (self.0.split_first(), buf.first_mut()) {
+                (Some((byte, rest)), Some(slot)) => {
+                    *slot = *byte;
+                    self.0 = rest;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    fn block(number: u64, extra: usize) -> Vec<u8> {
+        let block = Block::<TxEnvelope> {
+            header: Header {
+                number,
+                extra_data: vec![7u8; extra].into(),
+                ..Default::default()
+            },
+            body: Default::default(),
+        };
+        let mut out = Vec::new();
+        block.encode(&mut out);
+        out
+    }
+
+    #[test]
+    fn blocks_are_read_one_at_a_time_with_their_offsets() {
+        // Blocks of two sizes, through a reader that gives one byte at a time.
+        let (a, b) = (block(1, 0), block(2, 300));
+        let file = [a.clone(), b.clone()].concat();
+        let mut blocks = RawBlocks {
+            reader: Trickle(&file),
+            offset: 0,
+        };
+        assert_eq!(blocks.next_block(0).unwrap(), Some((0, a.clone())));
+        assert_eq!(blocks.next_block(1).unwrap(), Some((a.len() as u64, b)));
+        assert_eq!(blocks.next_block(2).unwrap(), None);
+    }
+
+    #[test]
+    fn corrupt_headers_are_refused_before_anything_is_allocated() {
+        let a = block(1, 0);
+        let at = a.len();
+        for (bad, words) in [
+            // A string, not a list.
+            (vec![0x83, 1, 2, 3], "not an RLP list"),
+            // A list that declares 2^56 bytes.
+            (
+                vec![0xff, 1, 0, 0, 0, 0, 0, 0, 0],
+                "more than a block may have",
+            ),
+            // A list cut short.
+            (vec![0xc5, 1, 2], "failed to fill whole buffer"),
+            // A length of length cut short.
+            (vec![0xfa, 1], "failed to fill whole buffer"),
+        ] {
+            let file = [a.clone(), bad].concat();
+            let mut blocks = RawBlocks {
+                reader: file.as_slice(),
+                offset: 0,
+            };
+            assert!(blocks.next_block(0).unwrap().is_some());
+            let err = blocks.next_block(1).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("block #1 of the file (byte offset {at})"))
+                    && err.contains(words),
+                "{err}"
+            );
+        }
+    }
 }
