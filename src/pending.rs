@@ -250,6 +250,10 @@ impl ChainView for NodeView {
         ChainView::head(&*self.store)
     }
 
+    fn write_failure(&self) -> Option<String> {
+        ChainView::write_failure(&*self.store)
+    }
+
     fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
         if let Some(pending) = self.pending_as(number)? {
             return Ok(Some(pending.block.hash()));

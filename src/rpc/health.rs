@@ -8,6 +8,8 @@
 //!   chain's real head;
 //! - 503 `"status":"stale"` when the caller asked `?max_head_age=SECONDS` and the head block is
 //!   older than that (a consensus client that stopped sending blocks looks in sync otherwise);
+//! - 503 `"status":"error"` when the head block cannot be read, or the disk refused a write
+//!   (the node then stores no more blocks until it is restarted);
 //! - 400 for a query it does not understand, naming it.
 //!
 //! Numbers are plain JSON numbers (this is for operators' tools, not a JSON-RPC answer).
@@ -64,6 +66,13 @@ fn check(
     now: u64,
 ) -> Result<(StatusCode, Value), String> {
     let max_head_age = parse_query(query)?;
+    if let Some(why) = chain.write_failure() {
+        let error = format!(
+            "the database refused a write ({why}): no new blocks are stored until the node is \
+             restarted with room on its disk"
+        );
+        return Ok(unhealthy("error", json!(error)));
+    }
     let number = chain.head().latest;
     let header = match chain.header(number) {
         Ok(Some(header)) => header,

@@ -17,7 +17,7 @@ impl Store {
     /// Keeps the block `hash` (number `number`, encoded as `rlp`) as a bad block, dropping the
     /// lowest-numbered ones past [`BAD_BLOCKS_KEPT`].
     pub fn record_bad_block(&self, hash: B256, number: u64, rlp: &[u8]) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         {
             let mut table = tx.open_table(BAD_BLOCKS)?;
             let mut value = Vec::with_capacity(8 + rlp.len());

@@ -124,7 +124,7 @@ impl Store {
             }
         }
         let bytes = serde_json::to_vec(&given).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         tx.open_table(CHAIN_CONFIG)?
             .insert(SCHEDULE, bytes.as_slice())?;
         self.commit(tx)

@@ -163,6 +163,8 @@ pub struct Store {
     deferred_sync: std::sync::atomic::AtomicBool,
     /// Whether the node is behind its consensus client (`eth_syncing`); kept by the Engine API.
     sync_target: tokio::sync::watch::Sender<Option<SyncTarget>>,
+    /// The first write the disk refused (see [`Store::write_failure`]).
+    write_failure: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -198,6 +200,7 @@ impl Store {
                     events: Default::default(),
                     deferred_sync: Default::default(),
                     sync_target: Default::default(),
+                    write_failure: Default::default(),
                 };
                 let alloc =
                     alloc.ok_or_else(|| StoreError::NoGenesisAlloc(store.spec.name.clone()))?;
@@ -239,6 +242,7 @@ impl Store {
             events: Default::default(),
             deferred_sync: Default::default(),
             sync_target: Default::default(),
+            write_failure: Default::default(),
         };
         let genesis_hash = store.spec.genesis_header.hash();
         match store.canonical_hash_raw(0)? {
@@ -278,7 +282,7 @@ impl Store {
 
     /// Names a new dev chain in this datadir (`anvil_reset`, or the first `anvil_metadata`).
     pub fn set_dev_instance(&self, instance: u64) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         tx.open_table(META)?.insert(META_DEV_INSTANCE, instance)?;
         self.commit(tx)
     }
@@ -298,7 +302,7 @@ impl Store {
     }
 
     fn write_genesis(&self, alloc: &BTreeMap<Address, GenesisAccount>) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         {
             let header = &self.spec.genesis_header;
             write_block_data(
@@ -369,7 +373,7 @@ impl Store {
         finalize: bool,
     ) -> Result<(), StoreError> {
         let number = block.header.number;
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         let advanced;
         {
             // The head is checked inside the write transaction: writers (import, Engine API,
@@ -504,7 +508,7 @@ impl Store {
         safe: Option<u64>,
         finalized: Option<u64>,
     ) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         {
             let mut meta = tx.open_table(META)?;
             if let Some(s) = safe {
@@ -588,7 +592,7 @@ impl Store {
         header: &Sealed<Header>,
         body: &BlockBody<TxEnvelope>,
     ) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         {
             let mut side = tx.open_table(SIDE_BLOCKS)?;
             side.insert(
@@ -621,7 +625,7 @@ impl Store {
 
     /// Drops a block from the side table (it became canonical, or it is invalid).
     pub fn remove_side_block(&self, hash: &B256) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         tx.open_table(SIDE_BLOCKS)?.remove(hash.as_slice())?;
         self.commit(tx)?;
         Ok(())
@@ -634,7 +638,7 @@ impl Store {
     /// old chain or the unwound one, every block present in one of the two places. Returns the
     /// unwound blocks, lowest first.
     pub fn unwind_to(&self, target: u64) -> Result<Vec<SealedBlock>, StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         let mut unwound = Vec::new();
         // Senders and receipts of the unwound blocks, kept only when someone subscribed.
         let mut left = Vec::new();
@@ -743,9 +747,37 @@ impl Store {
             tx.set_durability(Durability::None)
                 .map_err(|e| StoreError::Db(e.into()))?;
         }
-        tx.commit()?;
+        self.noting_failure(tx.commit().map_err(StoreError::from))?;
         self.snapshots.committed();
         Ok(())
+    }
+
+    /// A write transaction, unless the disk refused an earlier write.
+    pub(crate) fn begin_write(&self) -> Result<WriteTransaction, StoreError> {
+        self.noting_failure(self.db.begin_write().map_err(StoreError::from))
+    }
+
+    /// `result`, with a failure of the disk noted: once redb meets one it refuses every later
+    /// write until the database is opened again, so the node can store no more blocks and says
+    /// so (in its log once, and on `/health` from then on).
+    fn noting_failure<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(StoreError::Db(err @ (redb::Error::Io(_) | redb::Error::PreviousIo))) = &result {
+            let mut first = false;
+            self.write_failure.get_or_init(|| {
+                first = true;
+                err.to_string()
+            });
+            if first {
+                tracing::error!(target: "simnode::store", error = %err, "the disk refused a write: the node stores no more blocks until it is restarted (free some space first; every block committed before is kept)");
+            }
+        }
+        result
+    }
+
+    /// Why the database takes no more writes, if the disk refused one (see
+    /// [`Store::noting_failure`]).
+    pub fn write_failure(&self) -> Option<&str> {
+        self.write_failure.get().map(String::as_str)
     }
 
     /// Until the guard is dropped, commits do not wait for the disk: each is still whole and
@@ -763,9 +795,8 @@ impl Store {
 
     /// Makes every commit so far durable (an empty commit that waits for the disk).
     fn sync(&self) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
-        tx.commit()?;
-        Ok(())
+        let tx = self.begin_write()?;
+        self.noting_failure(tx.commit().map_err(StoreError::from))
     }
 }
 

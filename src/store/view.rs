@@ -97,6 +97,10 @@ impl ChainView for Store {
         Store::head(self)
     }
 
+    fn write_failure(&self) -> Option<String> {
+        Store::write_failure(self).map(str::to_owned)
+    }
+
     fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
         let snapshot = self.snapshot()?;
         let hash = snapshot

@@ -72,6 +72,12 @@ pub struct TxLocation {
 pub trait ChainView: Send + Sync {
     fn head(&self) -> ChainHead;
 
+    /// Why the chain can store no more blocks, when its disk refused a write (`/health`
+    /// reports it); `None` while writes go through.
+    fn write_failure(&self) -> Option<String> {
+        None
+    }
+
     /// Hash of the canonical block at `number`.
     fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>>;
 
