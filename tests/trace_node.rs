@@ -91,9 +91,10 @@ fn trace_call_many_over_http() {
         code(json!([[[{"from": a, "to": fresh}, ["bogus"]]], "latest"])),
         -32602
     );
+    // Value the sender cannot pay: reth's "transaction rejected".
     assert_eq!(
-        code(json!([[[{"from": a, "to": fresh, "gas": "0x2faf081"}, []]], "latest"])),
-        -32000
+        code(json!([[[{"from": fresh, "to": a, "value": "0x1"}, []]], "latest"])),
+        -32003
     );
 }
 

@@ -14,8 +14,8 @@
 //!   price goes to the coinbase;
 //! - gas left out defaults to the RPC gas cap; with a gas price, to what the sender can pay for
 //!   (balance minus value, divided by the price), capped by the block gas limit and the RPC gas
-//!   cap (reth caps by the block gas limit only; it refuses an explicit gas above the RPC cap,
-//!   so letting a defaulted one pass it would be inconsistent).
+//!   cap (reth caps by the block gas limit only; it lowers an explicit gas above the RPC cap
+//!   to the cap, so letting a defaulted one pass it would be inconsistent).
 //!
 //! Each call's state changes are committed before the next call runs, whatever its trace
 //! types; its stateDiff is built against the state before it (transact, build, then commit).
@@ -262,12 +262,9 @@ impl Run<'_> {
     fn tx_env(&mut self, env: &EvmEnv, request: TransactionRequest) -> RpcResult<TxEnv> {
         let gas_cap = self.limits.gas_cap;
         let budget = self.limits.max_total_gas.saturating_sub(self.gas_used);
-        if let Some(gas) = request.gas {
-            if gas > gas_cap {
-                return Err(RpcError::Server(format!(
-                    "gas {gas} exceeds the RPC gas cap of {gas_cap}"
-                )));
-            }
+        // An explicit gas above the RPC cap runs at the cap, as reth runs it.
+        let explicit_gas = request.gas.map(|gas| gas.min(gas_cap));
+        if let Some(gas) = explicit_gas {
             if gas > budget {
                 return Err(RpcError::LimitExceeded(format!(
                     "gas {gas} exceeds what is left of the request's gas budget ({budget} of {})",
@@ -281,7 +278,6 @@ impl Run<'_> {
                 self.limits.max_total_gas
             )));
         }
-        let explicit_gas = request.gas;
         let mut tx: TxEnv = request.try_into_tx_env(env).map_err(|err| match err {
             alloy_evm::rpc::EthTxEnvError::Input(e) => RpcError::InvalidParams(e.to_string()),
             alloy_evm::rpc::EthTxEnvError::CallFees(e) => fee_fields_error(e),
