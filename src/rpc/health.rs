@@ -165,4 +165,31 @@ mod tests {
         let err = parse_query(Some("age=3")).unwrap_err();
         assert!(err.contains("\"age\""), "{err}");
     }
+
+    /// Once the disk refused a write, redb takes no more: the node says so until restarted.
+    #[test]
+    fn a_refused_write_makes_the_node_unhealthy() {
+        use crate::store::{scratch::ScratchStore, StoreError};
+        let store = ScratchStore::open("health-write", &crate::chain::dev_genesis());
+        let (status, _) = check(&**store, None, now_secs()).unwrap();
+        assert_eq!(status, StatusCode::OK);
+        // Errors that are not the disk's leave it healthy.
+        let other = StoreError::Corrupt("a bad row".into());
+        assert!(store.noting_failure::<()>(Err(other)).is_err());
+        assert_eq!(check(&**store, None, now_secs()).unwrap().0, StatusCode::OK);
+
+        let full = std::io::Error::other("No space left on device");
+        assert!(store
+            .noting_failure::<()>(Err(StoreError::Db(redb::Error::Io(full))))
+            .is_err());
+        // What redb answers from then on does not replace the first cause.
+        let after = StoreError::Db(redb::Error::PreviousIo);
+        assert!(store.noting_failure::<()>(Err(after)).is_err());
+        let (status, body) = check(&**store, Some("max_head_age=999999999"), now_secs()).unwrap();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["status"], "error", "{body}");
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(error.contains("No space left on device"), "{body}");
+        assert!(error.contains("restarted"), "{body}");
+    }
 }

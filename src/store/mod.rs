@@ -760,7 +760,7 @@ impl Store {
     /// `result`, with a failure of the disk noted: once redb meets one it refuses every later
     /// write until the database is opened again, so the node can store no more blocks and says
     /// so (in its log once, and on `/health` from then on).
-    fn noting_failure<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(crate) fn noting_failure<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         if let Err(StoreError::Db(err @ (redb::Error::Io(_) | redb::Error::PreviousIo))) = &result {
             let mut first = false;
             self.write_failure.get_or_init(|| {
