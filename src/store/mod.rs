@@ -186,10 +186,13 @@ impl Store {
         })?;
         let path = datadir.join("chain.redb");
         if !path.exists() {
-            // A new database is built under another name and renamed once it holds the
-            // genesis block: a crash while redb lays out a fresh file would otherwise leave a
-            // `chain.redb` that is not a database at all.
-            let fresh = datadir.join("chain.redb.new");
+            // A new database is built under a name of its own and linked into
+            // place once it holds the genesis block: a crash while redb lays out a fresh file
+            // would otherwise leave a `chain.redb` that is not a database at all, and two
+            // processes creating the datadir at once would build over each other's file.
+            static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let fresh = datadir.join(format!("chain.redb.new.{}.{build}", std::process::id()));
             let _ = std::fs::remove_file(&fresh);
             let built = (|| {
                 let store = Self {
@@ -210,7 +213,16 @@ impl Store {
                 let _ = std::fs::remove_file(&fresh);
                 return Err(e);
             }
-            std::fs::rename(&fresh, &path).map_err(|error| StoreError::Datadir {
+            // The first process to link its file wins; the others open that one below. Where
+            // the filesystem has no hard links, the file is renamed into place instead.
+            let placed = match std::fs::hard_link(&fresh, &path) {
+                Ok(()) => std::fs::remove_file(&fresh),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    std::fs::remove_file(&fresh)
+                }
+                Err(_) => std::fs::rename(&fresh, &path),
+            };
+            placed.map_err(|error| StoreError::Datadir {
                 path: path.clone(),
                 error,
             })?;

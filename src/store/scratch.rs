@@ -46,3 +46,55 @@ impl Drop for ScratchStore {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two processes (here threads) creating one datadir at once: one builds the database and
+    /// the other finds it, locked or ready, but never a half-made file or a missing one.
+    #[test]
+    fn a_datadir_created_twice_at_once_is_made_once() {
+        let chain = crate::chain::from_genesis("race", &crate::chain::dev_genesis());
+        let spec = Arc::new(chain.spec);
+        for round in 0..8 {
+            let dir = std::env::temp_dir().join(format!(
+                "simnode-unit-create-race-{}-{round}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            let barrier = std::sync::Barrier::new(2);
+            let results = std::thread::scope(|scope| {
+                let open = || {
+                    barrier.wait();
+                    Store::open(&dir, spec.clone(), chain.alloc.as_ref()).map(drop)
+                };
+                let a = scope.spawn(open);
+                let b = scope.spawn(open);
+                [a.join().unwrap(), b.join().unwrap()]
+            });
+            assert!(results.iter().any(Result::is_ok), "{results:?}");
+            for err in results.iter().filter_map(|r| r.as_ref().err()) {
+                assert!(
+                    err.to_string().contains("already open"),
+                    "round {round}: {err}"
+                );
+            }
+            // What was built opens, on its genesis.
+            let store = Store::open(&dir, spec.clone(), None).expect("reopens");
+            assert_eq!(store.head().latest, 0);
+            let leftovers = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("chain.redb.new")
+                })
+                .count();
+            assert_eq!(leftovers, 0);
+            drop(store);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
