@@ -79,6 +79,47 @@ pub struct EngineApi {
     serial: Arc<std::sync::Mutex<()>>,
     /// Payloads built for the consensus client's proposals.
     jobs: Arc<PayloadJobs>,
+    /// Blocks found invalid, and those sent since that build on them (see [`InvalidTips`]).
+    invalid: Arc<std::sync::Mutex<InvalidTips>>,
+}
+
+/// The blocks this node found invalid and the ones sent since that descend from them, each with
+/// the latest valid block of its branch, as geth's invalid tipsets: a payload or forkchoice
+/// naming one (or a payload building on one) is INVALID at once, with that hash, instead of
+/// SYNCING on a parent that will never come. The oldest are forgotten past [`Self::KEPT`].
+#[derive(Debug, Default)]
+struct InvalidTips {
+    latest_valid: std::collections::HashMap<B256, B256>,
+    order: std::collections::VecDeque<B256>,
+}
+
+impl InvalidTips {
+    const KEPT: usize = 512;
+
+    fn note(&mut self, hash: B256, latest_valid: B256) {
+        if self.latest_valid.insert(hash, latest_valid).is_none() {
+            self.order.push_back(hash);
+        }
+        while self.order.len() > Self::KEPT {
+            if let Some(oldest) = self.order.pop_front() {
+                self.latest_valid.remove(&oldest);
+            }
+        }
+    }
+
+    fn get(&self, hash: &B256) -> Option<B256> {
+        self.latest_valid.get(hash).copied()
+    }
+}
+
+/// INVALID for a block that is, or builds on, one found invalid before.
+fn rejected_before(latest_valid: B256) -> PayloadStatus {
+    PayloadStatus::new(
+        PayloadStatusEnum::Invalid {
+            validation_error: "links to previously rejected block".into(),
+        },
+        Some(latest_valid),
+    )
 }
 
 /// A V1 or V2 payload's timestamp, if it has a readable one (a payload that does not parse is
@@ -191,7 +232,12 @@ impl EngineApi {
             pool,
             serial: Arc::default(),
             jobs: Arc::default(),
+            invalid: Arc::default(),
         }
+    }
+
+    fn invalid(&self) -> std::sync::MutexGuard<'_, InvalidTips> {
+        self.invalid.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Executes and stores a payload already converted to a block.
@@ -211,6 +257,16 @@ impl EngineApi {
         }
         if self.store.number_of(&hash).map_err(internal)?.is_some() {
             return Ok(PayloadStatus::new(PayloadStatusEnum::Valid, Some(hash)));
+        }
+        {
+            let mut invalid = self.invalid();
+            if let Some(valid) = invalid
+                .get(&hash)
+                .or_else(|| invalid.get(&header.parent_hash))
+            {
+                invalid.note(hash, valid);
+                return Ok(rejected_before(valid));
+            }
         }
         let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
         let head = self.store.head_header().map_err(internal)?;
@@ -263,11 +319,13 @@ impl EngineApi {
                 if e.is_bad_block() {
                     exec::keep_bad_parts(&self.store, kept.0, kept.1);
                 }
+                let valid = self.latest_valid(parent_hash)?;
+                self.invalid().note(hash, valid);
                 Ok(PayloadStatus::new(
                     PayloadStatusEnum::Invalid {
                         validation_error: e.to_string(),
                     },
-                    Some(self.latest_valid(parent_hash)?),
+                    Some(valid),
                 ))
             }
         }
@@ -455,6 +513,9 @@ impl EngineApi {
             if let Some(n) = self.store.number_of(&cursor).map_err(internal)? {
                 break n;
             }
+            if let Some(valid) = self.invalid().get(&cursor) {
+                return Ok(Some(rejected_before(valid)));
+            }
             let Some((header, body)) = self.store.side_block(&cursor).map_err(internal)? else {
                 // Unknown head (or a branch with a missing link): still syncing.
                 let head_number = branch.first().map(|(h, _)| h.number);
@@ -505,11 +566,13 @@ impl EngineApi {
                         self.store.remove_side_block(&h).map_err(internal)?;
                     }
                     crate::rpc::metrics::set_head_block(self.store.head().latest);
+                    let valid = self.latest_valid(last_valid)?;
+                    self.invalid().note(hash, valid);
                     return Ok(Some(PayloadStatus::new(
                         PayloadStatusEnum::Invalid {
                             validation_error: e.to_string(),
                         },
-                        Some(self.latest_valid(last_valid)?),
+                        Some(valid),
                     )));
                 }
             }
@@ -1290,6 +1353,33 @@ mod reorg_tests {
             body: b3.body.clone(),
         });
         assert_eq!(kept[0].1, rlp);
+        // Named again, the bad block is INVALID at once (not SYNCING on a block no longer
+        // kept), and so is a payload building on it, with the branch's latest valid block.
+        let out = fcu(bad.hash(), B256::ZERO).unwrap();
+        assert!(out.payload_status.status.is_invalid(), "{out:?}");
+        assert_eq!(out.payload_status.latest_valid_hash, Some(b2.header.hash()));
+        let child = alloy::consensus::Header {
+            parent_hash: bad.hash(),
+            number: bad.number + 1,
+            timestamp: bad.timestamp + 12,
+            ..bad.inner().clone()
+        };
+        let child_hash = child.hash_slow();
+        let child = Block {
+            header: child,
+            body: b3.body.clone(),
+        };
+        let status = api.new_payload(child, child_hash).unwrap();
+        assert_eq!(
+            status.status,
+            PayloadStatusEnum::Invalid {
+                validation_error: "links to previously rejected block".into()
+            }
+        );
+        assert_eq!(status.latest_valid_hash, Some(b2.header.hash()));
+        let out = fcu(child_hash, B256::ZERO).unwrap();
+        assert!(out.payload_status.status.is_invalid(), "{out:?}");
+        assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
 
         // An unknown head is SYNCING.
         let out = fcu(B256::repeat_byte(0x42), B256::ZERO).unwrap();
