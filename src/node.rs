@@ -231,6 +231,17 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     config.max_params = rpc::max_params::MaxParams::from_tables(&tables)?;
     config.max_params.verify_covers(&methods)?;
     let engine_eth = engine::eth_namespace(&methods)?;
+    let engine_api = EngineApi::new(store.clone(), pool.clone());
+    // A reorg a crash cut short is finished before anything reads the head.
+    match engine_api.finish_interrupted_reorg() {
+        Ok(None) => {}
+        Ok(Some(head)) => {
+            tracing::warn!(target: "simnode::engine", %head, "finished a reorg the last run was stopped in")
+        }
+        Err(err) => {
+            tracing::warn!(target: "simnode::engine", error = %err.message(), "could not finish the reorg the last run was stopped in; the consensus client's next forkchoice settles the head")
+        }
+    }
     // Bound first: a taken port stops the node before anything is served.
     let engine_listener = engine_listener(&args)?;
     let server = rpc::start(config, methods).await?;
@@ -241,12 +252,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| dir.join("jwt.hex"));
     let secret = JwtSecret::load_or_create(&secret_path)?;
-    let (engine, engine_local) = engine::start(
-        engine_listener,
-        secret,
-        EngineApi::new(store.clone(), pool.clone()),
-        engine_eth,
-    )?;
+    let (engine, engine_local) = engine::start(engine_listener, secret, engine_api, engine_eth)?;
 
     let miner = dev_chain.map(|dev_chain| tokio::spawn(dev::run_miner(dev_chain)));
 

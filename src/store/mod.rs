@@ -80,6 +80,9 @@ pub(crate) const STORAGE_CHANGESETS: TableDefinition<Bytes, ()> =
 /// block hash -> header RLP ++ body RLP: blocks not on the canonical chain, kept so a later
 /// forkchoice can make them canonical (side-branch payloads and blocks a reorg unwound).
 pub(crate) const SIDE_BLOCKS: TableDefinition<Bytes, Bytes> = TableDefinition::new("side_blocks");
+/// A reorg begun and not yet finished (see [`Store::begin_reorg`]).
+const REORG: TableDefinition<&str, Bytes> = TableDefinition::new("reorg_in_progress");
+const REORG_KEY: &str = "reorg";
 
 const META_HEAD: &str = "head";
 const META_SAFE: &str = "safe";
@@ -641,6 +644,54 @@ impl Store {
         tx.open_table(SIDE_BLOCKS)?.remove(hash.as_slice())?;
         self.commit(tx)?;
         Ok(())
+    }
+
+    /// Notes that a reorg to `target` begins, leaving the head `previous`: a reorg is an
+    /// unwind and then a commit per block, so a crash between them leaves a head nobody chose,
+    /// and the note lets the next start finish it ([`Store::unfinished_reorg`]). A note already
+    /// there (a reorg resumed) keeps the head the first one left.
+    pub fn begin_reorg(&self, target: B256, previous: B256) -> Result<(), StoreError> {
+        let previous = match self.unfinished_reorg()? {
+            Some((_, first)) => first,
+            None => previous,
+        };
+        let tx = self.begin_write()?;
+        tx.open_table(REORG)?.insert(
+            REORG_KEY,
+            [target.as_slice(), previous.as_slice()].concat().as_slice(),
+        )?;
+        self.commit(tx)
+    }
+
+    /// The reorg is over (done, or the old chain restored).
+    pub fn end_reorg(&self) -> Result<(), StoreError> {
+        let tx = self.begin_write()?;
+        tx.open_table(REORG)?.remove(REORG_KEY)?;
+        self.commit(tx)
+    }
+
+    /// The target and the head left behind of a reorg a crash interrupted, if one did.
+    pub fn unfinished_reorg(&self) -> Result<Option<(B256, B256)>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let table = match tx.open_table(REORG) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(raw) = table.get(REORG_KEY)? else {
+            return Ok(None);
+        };
+        let both = raw.value();
+        if both.len() != 64 {
+            return Err(StoreError::Corrupt(format!(
+                "the note of an unfinished reorg has {} bytes, not 64",
+                both.len()
+            )));
+        }
+        Ok(Some((
+            B256::from_slice(&both[..32]),
+            B256::from_slice(&both[32..]),
+        )))
     }
 
     /// Unwinds the canonical chain to block `target`: in one write transaction, restores the

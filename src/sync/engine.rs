@@ -531,6 +531,8 @@ impl EngineApi {
         branch.reverse();
         self.check_reorg_target(ancestor)?;
         let ancestor_hash = cursor;
+        let left = self.store.head_header().map_err(internal)?.hash();
+        self.store.begin_reorg(head_hash, left).map_err(internal)?;
         let old = self.store.unwind_to(ancestor).map_err(internal)?;
         let mut last_valid = ancestor_hash;
         for (header, body) in branch {
@@ -565,6 +567,7 @@ impl EngineApi {
                         })?;
                         self.store.remove_side_block(&h).map_err(internal)?;
                     }
+                    self.store.end_reorg().map_err(internal)?;
                     crate::rpc::metrics::set_head_block(self.store.head().latest);
                     let valid = self.latest_valid(last_valid)?;
                     self.invalid().note(hash, valid);
@@ -577,9 +580,30 @@ impl EngineApi {
                 }
             }
         }
+        self.store.end_reorg().map_err(internal)?;
         self.return_to_pool(&old);
         crate::rpc::metrics::set_head_block(self.store.head().latest);
         Ok(None)
+    }
+
+    /// Finishes a reorg a crash interrupted (see [`Store::begin_reorg`]): on to the head the
+    /// consensus client chose, or, should that branch fail, back to the head it left. The
+    /// blocks of both are kept (canonical or side), so either can be reached. Returns the head
+    /// settled on, if there was a reorg to finish.
+    pub fn finish_interrupted_reorg(&self) -> Result<Option<B256>, ErrorObjectOwned> {
+        let Some((target, left)) = self.store.unfinished_reorg().map_err(internal)? else {
+            return Ok(None);
+        };
+        let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+        let head = self.store.head_header().map_err(internal)?.hash();
+        if head != target && head != left && self.reorg_to_side(target)?.is_some() {
+            let gone_back = self.store.number_of(&left).map_err(internal)?.is_some();
+            if !gone_back {
+                self.reorg_to_side(left)?;
+            }
+        }
+        self.store.end_reorg().map_err(internal)?;
+        Ok(Some(self.store.head_header().map_err(internal)?.hash()))
     }
 
     /// Puts the transactions of unwound blocks that the new canonical chain does not carry back
@@ -1263,6 +1287,59 @@ mod reorg_tests {
             .unwrap()
             .payload_id
             .is_some());
+    }
+
+    /// A reorg stopped between its unwind and its last block (a crash) is finished by the next
+    /// start: on to the branch asked for, or back to the head it left if the branch fails.
+    #[test]
+    fn an_interrupted_reorg_is_finished_at_the_next_start() {
+        let node = open("interrupted");
+        let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let t0 = genesis_ts(&node);
+        let a1 = crate::sync::dev::build_block(&node, &[transfer(KEY0, 0, X, 1)], t0 + 12).unwrap();
+        let b = open("interrupted-b");
+        let b1 = crate::sync::dev::build_block(&b, &[transfer(KEY1, 0, Y, 7)], t0 + 13).unwrap();
+        let b2 = crate::sync::dev::build_block(&b, &[transfer(KEY0, 0, Y, 5)], t0 + 25).unwrap();
+        for blk in [&b1, &b2] {
+            api.new_payload(block_of(blk), blk.header.hash()).unwrap();
+        }
+        // What reorg_to_side does up to a crash after the branch's first block.
+        node.begin_reorg(b2.header.hash(), a1.header.hash())
+            .unwrap();
+        node.unwind_to(0).unwrap();
+        exec::import_block(&node, b1.header.clone(), b1.body.clone()).unwrap();
+        node.remove_side_block(&b1.header.hash()).unwrap();
+        assert_eq!(node.head_header().unwrap().hash(), b1.header.hash());
+
+        let restarted = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let settled = restarted.finish_interrupted_reorg().unwrap();
+        assert_eq!(settled, Some(b2.header.hash()));
+        assert_eq!(node.head_header().unwrap().hash(), b2.header.hash());
+        assert_eq!(node.unfinished_reorg().unwrap(), None);
+        assert_eq!(restarted.finish_interrupted_reorg().unwrap(), None);
+
+        // Back to A1, and stopped again, this time on the way to a branch whose block is bad:
+        // the next start returns to A1.
+        let back = api
+            .forkchoice_updated(ForkchoiceState {
+                head_block_hash: a1.header.hash(),
+                safe_block_hash: B256::ZERO,
+                finalized_block_hash: B256::ZERO,
+            })
+            .unwrap();
+        assert!(back.is_valid(), "{back:?}");
+        let mut bad = b2.header.inner().clone();
+        bad.state_root = B256::repeat_byte(0x11);
+        let bad = bad.seal_slow();
+        node.put_side_block(&bad, &b2.body).unwrap();
+        node.begin_reorg(bad.hash(), a1.header.hash()).unwrap();
+        node.unwind_to(0).unwrap();
+        let settled = EngineApi::new(node.clone(), Arc::new(Pool::default()))
+            .finish_interrupted_reorg()
+            .unwrap();
+        assert_eq!(settled, Some(a1.header.hash()));
+        assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
+        assert_eq!(node.unfinished_reorg().unwrap(), None);
     }
 
     #[test]
