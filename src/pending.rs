@@ -265,6 +265,10 @@ impl ChainView for NodeView {
         ChainView::block_number(&*self.store, hash)
     }
 
+    fn side_block(&self, hash: &B256) -> RpcResult<Option<Arc<StoredBlock>>> {
+        ChainView::side_block(&*self.store, hash)
+    }
+
     fn header(&self, number: u64) -> RpcResult<Option<Arc<Sealed<Header>>>> {
         if let Some(pending) = self.pending_as(number)? {
             return Ok(Some(Arc::new(pending.block.header.clone())));

@@ -123,6 +123,29 @@ impl ChainView for Store {
         Ok(Store::block(self, number)?.map(Arc::new))
     }
 
+    fn side_block(&self, hash: &B256) -> RpcResult<Option<Arc<StoredBlock>>> {
+        use alloy::consensus::transaction::SignerRecoverable;
+        let Some((header, body)) = Store::side_block(self, hash)? else {
+            return Ok(None);
+        };
+        // Side blocks are kept without their senders; one whose senders do not recover is
+        // not one this node would serve.
+        let senders: Option<Vec<_>> = body
+            .transactions
+            .iter()
+            .map(|tx| {
+                simnode_api::impersonation::named_sender(tx).or_else(|| tx.recover_signer().ok())
+            })
+            .collect();
+        Ok(senders.map(|senders| {
+            Arc::new(StoredBlock {
+                header,
+                body,
+                senders,
+            })
+        }))
+    }
+
     fn chain_events(&self) -> tokio::sync::broadcast::Receiver<simnode_api::ChainEvent> {
         Store::chain_events(self)
     }

@@ -1388,6 +1388,11 @@ mod reorg_tests {
         assert!(!tx_known(&node, *tx_a.inner().tx_hash()));
         assert!(node.side_block(&a1.header.hash()).unwrap().is_some());
         assert!(node.side_block(&b2.header.hash()).unwrap().is_none());
+        // The unwound block is still served by hash, with its senders.
+        let unwound = simnode_api::ChainView::side_block(&**node, &a1.header.hash())
+            .unwrap()
+            .expect("served");
+        assert_eq!(unwound.senders, vec![tx_a.signer()]);
         let state = node.state_after(2).unwrap();
         assert_eq!(state.account(&X).unwrap(), None);
         assert_eq!(state.account(&Y).unwrap().unwrap().balance, U256::from(12));

@@ -37,6 +37,8 @@ pub type MemoryDb = CacheDB<EmptyDB>;
 #[derive(Default)]
 pub struct MemoryChain {
     blocks: BTreeMap<u64, (Arc<StoredBlock>, Arc<Vec<ReceiptEnvelope>>)>,
+    /// Blocks off the canonical chain, by hash.
+    side: BTreeMap<B256, Arc<StoredBlock>>,
     states: BTreeMap<u64, Arc<MemoryDb>>,
     safe: Option<u64>,
     finalized: Option<u64>,
@@ -56,6 +58,13 @@ impl MemoryChain {
         let block = block.into();
         self.blocks
             .insert(block.number(), (block, Arc::new(receipts)));
+        self
+    }
+
+    /// Adds a block off the canonical chain (found by hash only).
+    pub fn side_block(mut self, block: impl Into<Arc<StoredBlock>>) -> Self {
+        let block = block.into();
+        self.side.insert(block.hash(), block);
         self
     }
 
@@ -117,6 +126,10 @@ impl ChainView for MemoryChain {
 
     fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>> {
         Ok(self.get(number).map(|(b, _)| b.clone()))
+    }
+
+    fn side_block(&self, hash: &B256) -> RpcResult<Option<Arc<StoredBlock>>> {
+        Ok(self.side.get(hash).cloned())
     }
 
     fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {

@@ -88,6 +88,14 @@ pub trait ChainView: Send + Sync {
 
     fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>>;
 
+    /// A block this node holds off its canonical chain (a side branch's payload, or a block a
+    /// reorg unwound), by hash: geth serves those by hash too. They were not executed here (or
+    /// no longer count), so they come without receipts.
+    fn side_block(&self, hash: &B256) -> RpcResult<Option<Arc<StoredBlock>>> {
+        let _ = hash;
+        Ok(None)
+    }
+
     /// The consensus receipts of a block, in transaction order, read in one pass.
     fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>>;
 

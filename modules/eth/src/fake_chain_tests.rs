@@ -82,8 +82,15 @@ fn module() -> jsonrpsee::RpcModule<Eth> {
         .insert_account_storage(RETURNS_42, U256::from(3), U256::from(0x38))
         .expect("the account exists");
 
+    // A sibling of block 1 off the canonical chain: the same transactions, another hash.
+    let mut sibling = stored.clone();
+    let mut header = sibling.header.inner().clone();
+    header.extra_data = Bytes::from_static(b"side");
+    sibling.header = alloy::primitives::Sealable::seal_slow(header);
+
     // Only block 1 of the chain, final, with the state after it.
     let chain = MemoryChain::new()
+        .side_block(sibling)
         .block(stored, receipts)
         .state(1, Arc::new(state))
         .finalized(1);
@@ -107,6 +114,39 @@ async fn request(module: &jsonrpsee::RpcModule<Eth>, req: &str) -> Value {
 async fn call(module: &jsonrpsee::RpcModule<Eth>, method: &str, params: Value) -> Value {
     let req = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
     request(module, &req).await
+}
+
+/// A block off the canonical chain is found by hash, as geth finds every block it holds; by
+/// number only the canonical one is.
+#[tokio::test]
+async fn blocks_off_the_canonical_chain_are_found_by_hash() {
+    let m = module();
+    let canonical = call(&m, "eth_getBlockByNumber", json!(["0x1", true])).await["result"].clone();
+    let mut header = stored_block(&canonical).header.inner().clone();
+    header.extra_data = Bytes::from_static(b"side");
+    let side = header.hash_slow();
+    let block = call(&m, "eth_getBlockByHash", json!([side, true])).await["result"].clone();
+    assert_eq!(block["hash"], json!(side), "{block}");
+    assert_eq!(block["number"], "0x1");
+    assert_eq!(block["transactions"][0]["blockHash"], json!(side));
+    assert_eq!(
+        block["transactions"][0]["hash"],
+        canonical["transactions"][0]["hash"]
+    );
+    let header = call(&m, "eth_getHeaderByHash", json!([side])).await["result"].clone();
+    assert_eq!(header["hash"], json!(side));
+    let count = call(&m, "eth_getBlockTransactionCountByHash", json!([side])).await;
+    let txs = canonical["transactions"].as_array().unwrap().len();
+    assert_eq!(count["result"], json!(format!("{txs:#x}")));
+    let tx = call(
+        &m,
+        "eth_getTransactionByBlockHashAndIndex",
+        json!([side, "0x0"]),
+    )
+    .await;
+    assert_eq!(tx["result"]["blockHash"], json!(side), "{tx}");
+    // By number, the canonical block.
+    assert_ne!(canonical["hash"], json!(side));
 }
 
 #[tokio::test]

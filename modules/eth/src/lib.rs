@@ -343,6 +343,15 @@ impl Eth {
         }
     }
 
+    /// The block `hash` names, canonical or not: geth answers by-hash lookups for every block
+    /// it holds, a side branch's or a reorged-out one's too.
+    fn block_by_any_hash(&self, hash: &B256) -> RpcResult<Option<Arc<StoredBlock>>> {
+        match self.ctx.chain.block_number(hash)? {
+            Some(n) => self.ctx.chain.block(n),
+            None => self.ctx.chain.side_block(hash),
+        }
+    }
+
     fn state_value<T>(
         &self,
         block: Option<BlockParam>,
@@ -480,8 +489,9 @@ impl EthApiServer for Eth {
     }
 
     fn block_by_hash(&self, hash: B256, full: bool) -> JsonRpcResult<Option<Block>> {
-        let number = self.ctx.chain.block_number(&hash)?;
-        Ok(self.block_at(number)?.map(|b| rpc_block::block(&b, full)))
+        Ok(self
+            .block_by_any_hash(&hash)?
+            .map(|b| rpc_block::block(&b, full)))
     }
 
     // geth's header answer is the block's without the body: no size, transactions or uncles.
@@ -500,14 +510,11 @@ impl EthApiServer for Eth {
     }
 
     fn header_by_hash(&self, hash: B256) -> JsonRpcResult<Option<RpcHeader>> {
-        let Some(number) = self.ctx.chain.block_number(&hash)? else {
-            return Ok(None);
+        let header = match self.ctx.chain.block_number(&hash)? {
+            Some(number) => self.ctx.chain.header(number)?.map(|h| (*h).clone()),
+            None => self.ctx.chain.side_block(&hash)?.map(|b| b.header.clone()),
         };
-        Ok(self
-            .ctx
-            .chain
-            .header(number)?
-            .map(|h| RpcHeader::from_consensus((*h).clone(), None, None)))
+        Ok(header.map(|h| RpcHeader::from_consensus(h, None, None)))
     }
 
     fn block_access_list(&self, block: BlockParam) -> JsonRpcResult<Option<Value>> {
@@ -541,9 +548,8 @@ impl EthApiServer for Eth {
     }
 
     fn tx_count_by_hash(&self, hash: B256) -> JsonRpcResult<Option<U64>> {
-        let number = self.ctx.chain.block_number(&hash)?;
         Ok(self
-            .block_at(number)?
+            .block_by_any_hash(&hash)?
             .map(|b| U64::from(b.body.transactions.len())))
     }
 
@@ -566,10 +572,9 @@ impl EthApiServer for Eth {
         hash: B256,
         index: U64,
     ) -> JsonRpcResult<Option<Transaction>> {
-        let number = self.ctx.chain.block_number(&hash)?;
         let index = index.to::<u64>() as usize;
         Ok(self
-            .block_at(number)?
+            .block_by_any_hash(&hash)?
             .filter(|b| index < b.body.transactions.len())
             .map(|b| rpc_block::transaction(&b, index)))
     }
