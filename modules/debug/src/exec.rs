@@ -490,56 +490,76 @@ fn number_logs_from(trace: &mut GethTrace, first: u64, numbers: Option<&HashMap<
     }
 }
 
-/// geth's error text of a struct log, by the text revm-inspectors gives it (the Debug form of
-/// the step's `Option<InstructionResult>`, e.g. `Some(OutOfGas)`); the callTracer's words.
-fn struct_log_error(revm_text: &str) -> Option<&'static str> {
+/// geth's error of a struct log, by the text revm-inspectors gives it (the Debug form of the
+/// step's `Option<InstructionResult>`, e.g. `Some(OutOfGas)`): `Some(words)`, the callTracer's;
+/// `Some(None)` when geth's logger shows no error on that step. geth logs a step before running
+/// it, with the error of what it checks first (the stack, the gas); what fails while the
+/// instruction runs (an undefined opcode, a write in a static call, a bad jump, return data out
+/// of bounds) reaches its tracers as a fault, which the struct logger does not show. `None`
+/// for a text it does not know.
+fn struct_log_error(revm_text: &str) -> Option<Option<&'static str>> {
     use revm::interpreter::{InstructionResult as R, SuccessOrHalt};
-    static WORDS: std::sync::LazyLock<HashMap<String, String>> = std::sync::LazyLock::new(|| {
-        [
-            R::OutOfGas,
-            R::MemoryOOG,
-            R::MemoryLimitOOG,
-            R::PrecompileOOG,
-            R::InvalidOperandOOG,
-            R::ReentrancySentryOOG,
-            R::OpcodeNotFound,
-            R::CallNotAllowedInsideStatic,
-            R::StateChangeDuringStaticCall,
-            R::InvalidFEOpcode,
-            R::InvalidJump,
-            R::NotActivated,
-            R::StackUnderflow,
-            R::StackOverflow,
-            R::OutOfOffset,
-            R::CreateCollision,
-            R::OverflowPayment,
-            R::PrecompileError,
-            R::NonceOverflow,
-            R::CreateContractSizeLimit,
-            R::CreateContractStartingWithEF,
-            R::CreateInitCodeSizeLimit,
-            R::CallTooDeep,
-            R::OutOfFunds,
-        ]
-        .into_iter()
-        .filter_map(|result| {
-            match SuccessOrHalt::<revm::context::result::HaltReason>::from(result) {
-                SuccessOrHalt::Halt(reason) => Some((
-                    format!("{:?}", Some(result)),
-                    simnode_api::vm_messages::halt_message(&reason),
-                )),
-                _ => None,
-            }
-        })
-        .collect()
-    });
-    WORDS.get(revm_text).map(String::as_str)
+    const WHILE_RUNNING: [R; 7] = [
+        R::OpcodeNotFound,
+        R::InvalidFEOpcode,
+        R::NotActivated,
+        R::CallNotAllowedInsideStatic,
+        R::StateChangeDuringStaticCall,
+        R::InvalidJump,
+        R::OutOfOffset,
+    ];
+    static WORDS: std::sync::LazyLock<HashMap<String, Option<String>>> =
+        std::sync::LazyLock::new(|| {
+            [
+                R::OutOfGas,
+                R::MemoryOOG,
+                R::MemoryLimitOOG,
+                R::PrecompileOOG,
+                R::InvalidOperandOOG,
+                R::ReentrancySentryOOG,
+                R::OpcodeNotFound,
+                R::CallNotAllowedInsideStatic,
+                R::StateChangeDuringStaticCall,
+                R::InvalidFEOpcode,
+                R::InvalidJump,
+                R::NotActivated,
+                R::StackUnderflow,
+                R::StackOverflow,
+                R::OutOfOffset,
+                R::CreateCollision,
+                R::OverflowPayment,
+                R::PrecompileError,
+                R::NonceOverflow,
+                R::CreateContractSizeLimit,
+                R::CreateContractStartingWithEF,
+                R::CreateInitCodeSizeLimit,
+                R::CallTooDeep,
+                R::OutOfFunds,
+            ]
+            .into_iter()
+            .filter_map(|result| {
+                let words = match SuccessOrHalt::<revm::context::result::HaltReason>::from(result) {
+                    _ if WHILE_RUNNING.contains(&result) => None,
+                    // geth's SSTORE gas check says why it ran out.
+                    _ if result == R::ReentrancySentryOOG => {
+                        Some("out of gas: not enough gas for reentrancy sentry".to_owned())
+                    }
+                    SuccessOrHalt::Halt(reason) => {
+                        Some(simnode_api::vm_messages::halt_message(&reason))
+                    }
+                    _ => return None,
+                };
+                Some((format!("{:?}", Some(result)), words))
+            })
+            .collect()
+        });
+    WORDS.get(revm_text).map(Option::as_deref)
 }
 
 fn omit_empty(logs: &mut [StructLog]) {
     for log in logs {
         if let Some(words) = log.error.as_deref().and_then(struct_log_error) {
-            log.error = Some(words.to_owned());
+            log.error = words.map(str::to_owned);
         }
         if log.refund_counter == Some(0) {
             log.refund_counter = None;

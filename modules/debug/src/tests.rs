@@ -499,6 +499,49 @@ async fn call_tracer_drops_the_logs_of_a_failed_call() {
     );
 }
 
+/// geth's struct logger shows an error on a step only for what it checks before running it:
+/// the stack and the gas. A step that fails while it runs (INVALID, a write in a static call)
+/// is shown without one; the trace as a whole still failed.
+#[tokio::test]
+async fn struct_logs_show_errors_where_geth_does() {
+    let f = fixture();
+    let ctx = &f.ctx;
+    let trace = |code: &str| {
+        let ctx = ctx.clone();
+        let target = Address::repeat_byte(0xd6);
+        let opts = json!({"stateOverrides": {target.to_string(): {"code": code}}});
+        let request = json!({"from": SENDER, "to": target, "gas": "0x7530"});
+        async move { result(&ctx, "debug_traceCall", json!([request, "0x0", opts])).await }
+    };
+    // PUSH1 0 PUSH1 0 INVALID
+    let invalid = trace("0x60006000fe").await;
+    assert_eq!(invalid["failed"], true);
+    let last = invalid["structLogs"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["op"], "INVALID", "{invalid}");
+    assert!(last.get("error").is_none(), "{last}");
+    // ADD on an empty stack: checked before it runs.
+    let underflow = trace("0x01").await;
+    let last = underflow["structLogs"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["op"], "ADD", "{underflow}");
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("stack underflow"),
+        "{last}"
+    );
+}
+
 #[tokio::test]
 async fn genesis_unknown_blocks_and_bad_params() {
     let f = fixture();
