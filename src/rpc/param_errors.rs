@@ -42,9 +42,7 @@ pub fn name_param_error(params: &str, serde_msg: &str) -> Option<String> {
     if scan.peek()? != b'[' {
         // Named params (an object) are decoded as a whole: the position is absolute.
         let offset = offset_of(params, line, column)?;
-        let mut tokens = Vec::new();
-        Scanner { s: bytes, i: 0 }.value(&mut String::new(), &mut tokens)?;
-        let path = tokens.iter().find(|(end, _)| *end == offset)?.1.clone();
+        let path = Scanner { s: bytes, i: 0 }.value(&mut String::new(), offset, 0)??;
         return Some(format!(
             "invalid params ({}): {reason}",
             path.trim_start_matches('.')
@@ -74,13 +72,7 @@ fn relative_to_element(
         }
         let element_text = params.get(start..)?;
         let offset = offset_of(element_text, line, column)?;
-        let mut tokens = Vec::new();
-        let mut path = String::new();
-        scan.value(&mut path, &mut tokens)?;
-        if let Some((_, path)) = tokens
-            .iter()
-            .find(|(end, _)| end.checked_sub(start) == Some(offset))
-        {
+        if let Some(path) = scan.value(&mut String::new(), start + offset, 0)? {
             let field = path.trim_start_matches('.');
             return Some(if field.is_empty() {
                 format!("invalid argument {index}: {reason}")
@@ -119,8 +111,13 @@ fn offset_of(text: &str, line: usize, column: usize) -> Option<usize> {
     Some(line_start + column)
 }
 
-/// A minimal JSON walker over already-valid JSON that records where every token ends and the
-/// path of the value (or key) it belongs to.
+/// How deep the walk goes (serde_json's own recursion limit): params nested deeper never
+/// decoded far enough to point at a field, and walking them would use up the thread's stack.
+const MAX_DEPTH: usize = 128;
+
+/// A minimal JSON walker over already-valid JSON that finds the token (scalar, key or
+/// container) ending at a byte offset, and the path of the value (or key) it belongs to. It
+/// keeps only the path it is on, so its memory is that of the nesting, not of the params.
 struct Scanner<'a> {
     s: &'a [u8],
     i: usize,
@@ -137,8 +134,13 @@ impl Scanner<'_> {
         }
     }
 
-    /// Walks one value at the cursor, pushing `(end, path)` for each scalar, key and container.
-    fn value(&mut self, path: &mut String, tokens: &mut Vec<(usize, String)>) -> Option<()> {
+    /// Walks one value at the cursor (`depth` containers down): `Some(Some(path))` for the
+    /// first token that ends at `target`, in the order tokens end; `Some(None)` when none in
+    /// it does; `None` when the walk cannot go on (not JSON it knows, or too deep).
+    fn value(&mut self, path: &mut String, target: usize, depth: usize) -> Option<Option<String>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
         self.ws();
         match self.peek()? {
             b'{' => {
@@ -160,13 +162,17 @@ impl Scanner<'_> {
                     let len = path.len();
                     path.push('.');
                     path.push_str(key);
-                    tokens.push((self.i, path.clone()));
+                    if self.i == target {
+                        return Some(Some(path.clone()));
+                    }
                     self.ws();
                     if self.peek()? != b':' {
                         return None;
                     }
                     self.i += 1;
-                    self.value(path, tokens)?;
+                    if let Some(found) = self.value(path, target, depth + 1)? {
+                        return Some(Some(found));
+                    }
                     path.truncate(len);
                 }
                 self.i += 1;
@@ -187,7 +193,9 @@ impl Scanner<'_> {
                     }
                     let len = path.len();
                     path.push_str(&format!("[{n}]"));
-                    self.value(path, tokens)?;
+                    if let Some(found) = self.value(path, target, depth + 1)? {
+                        return Some(Some(found));
+                    }
                     path.truncate(len);
                 }
                 self.i += 1;
@@ -200,8 +208,7 @@ impl Scanner<'_> {
                 }
             }
         }
-        tokens.push((self.i, path.clone()));
-        Some(())
+        Some((self.i == target).then(|| path.clone()))
     }
 
     /// Skips a string (cursor on its opening quote) and leaves the cursor after the closing one.
@@ -298,6 +305,36 @@ mod tests {
             ),
             "invalid argument 0 (to): bad"
         );
+    }
+
+    /// Params nested past serde's limit are not walked (a walk 15,000 deep overflowed the
+    /// thread's stack and took the node down), and wide params cost the walk no more memory
+    /// than their nesting (it once kept a copy of the path for every value).
+    #[test]
+    fn deep_or_wide_params_are_walked_within_bounds() {
+        let deep = format!("[{}{}]", "[".repeat(20_000), "]".repeat(20_000));
+        assert_eq!(name_param_error(&deep, "bad at line 1 column 20001"), None);
+        let objects = format!("[{}{}]", r#"{"a":"#.repeat(20_000), "}".repeat(20_000));
+        let end = 6 * 20_000;
+        assert_eq!(
+            name_param_error(&objects, &format!("bad at line 1 column {end}")),
+            None
+        );
+        // Within the limit, a deep field is still named.
+        let nested = format!("[{}1{}]", r#"{"a":"#.repeat(100), "}".repeat(100));
+        let column = 5 * 100 + 1;
+        let named = name_param_error(&nested, &format!("bad at line 1 column {column}"));
+        let field = vec!["a"; 100].join(".");
+        assert_eq!(named, Some(format!("invalid argument 0 ({field}): bad")));
+        // 40,000-character key over 10,000 values: the walk keeps one path.
+        let key = "k".repeat(40_000);
+        let wide = format!(
+            r#"[{{"to":{{"{key}":[{}]}}}}]"#,
+            vec!["1"; 10_000].join(",")
+        );
+        let started = std::time::Instant::now();
+        assert_eq!(name_param_error(&wide, "bad at line 1 column 3"), None);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 
     /// A required argument left out is named as geth names it.
