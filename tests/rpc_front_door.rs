@@ -1538,29 +1538,111 @@ fn sleep_request(
 
 /// `--rpc.max-connections` counts requests being served and open sockets together; past it a
 /// request is answered 503 with a JSON-RPC error and Retry-After, not jsonrpsee's plain-text 429
-/// (which reads as the key's rate limit).
+/// (which reads as the key's rate limit). One key holds at most three quarters of them, so that
+/// it cannot shut the other keys out (429 for it past its share).
 #[tokio::test]
 async fn requests_past_the_connection_cap_get_a_json_503() {
-    let node = Node::start("conn-cap", "dev", |args| args.max_connections = 2).await;
-    let key = add_key(node.dir.path(), "mallory", &[]);
+    let node = Node::start("conn-cap", "dev", |args| args.max_connections = 4).await;
+    let keys = ["mallory", "niaj", "olivia"].map(|name| add_key(node.dir.path(), name, &[]));
     tokio::time::sleep(Duration::from_millis(150)).await;
     let addr = node.addr();
-    let path = format!("/v3/{key}");
-    let sleeping = |ms: u64| sleep_request(addr, &path, ms);
-    let busy = [sleeping(600), sleeping(600)];
+    let sleeping = |key: &str, ms: u64| sleep_request(addr, &format!("/v3/{key}"), ms);
+    let mut busy: Vec<_> = (0..3).map(|_| sleeping(&keys[0], 600)).collect();
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let refused = sleeping(0).await.expect("request task");
+    let over_share = sleeping(&keys[0], 0).await.expect("request task");
+    assert_eq!(over_share.status, 429);
+    assert_eq!(over_share.header("retry-after").as_deref(), Some("1"));
+    let error = &over_share.json()["error"];
+    assert_eq!(error["code"], -32005, "{error}");
+    assert_eq!(
+        error["message"],
+        "too many connections for this key: at most 3 at once"
+    );
+    // Another key still gets the last slot; then the node is full for everyone.
+    busy.push(sleeping(&keys[1], 600));
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let refused = sleeping(&keys[2], 0).await.expect("request task");
     assert_eq!(refused.status, 503);
     assert_eq!(refused.header("retry-after").as_deref(), Some("1"));
     let error = &refused.json()["error"];
     assert_eq!(error["code"], -32005, "{error}");
     assert_eq!(error["message"], "too many connections");
-    assert_eq!(error["data"]["max_connections"], 2);
+    assert_eq!(error["data"]["max_connections"], 4);
     for request in busy {
         assert_eq!(request.await.expect("request task").status, 200);
     }
     // Slots come back when the answers have gone.
-    assert_eq!(sleeping(0).await.expect("request task").status, 200);
+    assert_eq!(
+        sleeping(&keys[0], 0).await.expect("request task").status,
+        200
+    );
+}
+
+/// A body that stops arriving is given up on after `--http.read-timeout` (408), and its slot of
+/// `--rpc.max-connections` comes back: clients that declare a body and send it no further
+/// cannot hold every slot.
+#[tokio::test]
+async fn a_body_that_stops_arriving_times_out_and_frees_its_slot() {
+    let node = Node::start("slow-body", "dev", |args| {
+        args.max_connections = 4;
+        args.read_timeout_secs = 1;
+    })
+    .await;
+    let keys = ["peggy", "quentin"].map(|name| add_key(node.dir.path(), name, &[]));
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let stalled = |key: String| {
+        let addr = node.addr();
+        tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let head = format!(
+                "POST /v3/{key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                 content-length: 1000\r\n\r\n{{\"jsonrpc\""
+            );
+            tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+                .await
+                .expect("write");
+            let mut answer = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(10), async {
+                let mut buf = [0u8; 4096];
+                while !String::from_utf8_lossy(&answer).contains("-32600") {
+                    match tokio::io::AsyncReadExt::read(&mut stream, &mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => answer.extend_from_slice(&buf[..n]),
+                    }
+                }
+            })
+            .await;
+            String::from_utf8_lossy(&answer).into_owned()
+        })
+    };
+    let started = Instant::now();
+    let stalls: Vec<_> = (0..4).map(|i| stalled(keys[i % 2].clone())).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every slot is held by a stalled body.
+    let full = node
+        .post(
+            &format!("/v3/{}", keys[0]),
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#,
+        )
+        .await;
+    assert_eq!(full.status, 503);
+    for stall in stalls {
+        let answer = stall.await.expect("stalled request");
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(
+            answer.contains("request body not received within 1 s"),
+            "{answer}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let served = node
+        .post(
+            &format!("/v3/{}", keys[0]),
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#,
+        )
+        .await;
+    assert_eq!(served.status, 200);
+    node.server.stop();
 }
 
 #[tokio::test]

@@ -66,6 +66,9 @@ pub enum FrontDoorError {
     UnsupportedContentType,
     #[error("request body too large: the limit is {limit} bytes")]
     BodyTooLarge { limit: u32 },
+    /// The body did not arrive within the read timeout after the headers.
+    #[error("request body not received within {} s", after.as_secs())]
+    BodyTimeout { after: Duration },
     #[error("project ID request rate exceeded")]
     RateLimited { allowed_rps: f64, backoff: Duration },
     #[error("daily request count exceeded, request rate limited")]
@@ -78,6 +81,9 @@ pub enum FrontDoorError {
     /// `--rpc.max-connections`: HTTP requests being served and WebSocket connections open.
     #[error("too many connections")]
     TooManyConnections { max: usize },
+    /// One key's share of `--rpc.max-connections`.
+    #[error("too many connections for this key: at most {max} at once")]
+    TooManyConnectionsForKey { max: usize },
     #[error("the method {method} is not available on {network}")]
     MethodNotAvailable { method: String, network: String },
     /// A subscription method over HTTP, which cannot carry its notifications (geth's answer).
@@ -100,7 +106,10 @@ impl FrontDoorError {
             Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::RateLimited { .. } | Self::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            Self::RateLimited { .. }
+            | Self::QuotaExceeded { .. }
+            | Self::TooManyConnectionsForKey { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManyWsConnections { .. }
             | Self::TooManyConnections { .. }
             | Self::KeyBackendUnavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -113,15 +122,17 @@ impl FrontDoorError {
 
     pub fn code(&self) -> i32 {
         match self {
-            Self::NotFound(_) | Self::MethodNotAllowed { .. } | Self::UnsupportedContentType => {
-                INVALID_REQUEST_CODE
-            }
+            Self::NotFound(_)
+            | Self::MethodNotAllowed { .. }
+            | Self::UnsupportedContentType
+            | Self::BodyTimeout { .. } => INVALID_REQUEST_CODE,
             Self::MissingKey | Self::InvalidKey | Self::RevokedKey => UNAUTHORIZED_CODE,
             Self::BodyTooLarge { .. } => OVERSIZED_REQUEST_CODE,
             Self::RateLimited { .. }
             | Self::QuotaExceeded { .. }
             | Self::TooManyWsConnections { .. }
-            | Self::TooManyConnections { .. } => LIMIT_EXCEEDED_CODE,
+            | Self::TooManyConnections { .. }
+            | Self::TooManyConnectionsForKey { .. } => LIMIT_EXCEEDED_CODE,
             Self::MethodNotAvailable { .. } | Self::NotificationsUnsupported => {
                 METHOD_NOT_FOUND_CODE
             }
@@ -136,9 +147,9 @@ impl FrontDoorError {
             Self::RateLimited { backoff, .. } | Self::QuotaExceeded { backoff, .. } => {
                 Some(*backoff)
             }
-            Self::KeyBackendUnavailable | Self::TooManyConnections { .. } => {
-                Some(Duration::from_secs(1))
-            }
+            Self::KeyBackendUnavailable
+            | Self::TooManyConnections { .. }
+            | Self::TooManyConnectionsForKey { .. } => Some(Duration::from_secs(1)),
             _ => None,
         }
     }

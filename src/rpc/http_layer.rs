@@ -37,7 +37,7 @@ use super::{
     keys::KeyEntry,
     metrics, raw_result, workers,
 };
-use simnode_api::{access::CallerAccess, raw_answer::RawAnswerSlot};
+use simnode_api::{access::CallerAccess, raw_answer::RawAnswerSlot, ApiKeyId};
 
 /// The authenticated key of a request (HTTP request or WS connection).
 #[derive(Debug, Clone)]
@@ -70,19 +70,40 @@ pub struct LimitedMarker(pub FrontDoorError);
 #[derive(Debug, Clone, Copy)]
 pub struct NoAnswer;
 
+/// A request's (or a WebSocket's) share of `--rpc.max-connections`: a node-wide slot and one
+/// of its key's, both given back when dropped.
+#[derive(Debug)]
+struct ConnectionSlot {
+    _permit: OwnedSemaphorePermit,
+    held: Arc<std::sync::Mutex<std::collections::HashMap<ApiKeyId, usize>>>,
+    key: ApiKeyId,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = held.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.key);
+            }
+        }
+    }
+}
+
 /// Held in the extensions of a WebSocket connection for as long as jsonrpsee keeps the
 /// connection's extensions, which is the connection's lifetime: dropping it frees the slot.
 #[derive(Debug)]
 struct WsSlot {
     _permit: OwnedSemaphorePermit,
     /// Its share of `--rpc.max-connections`.
-    _connection: OwnedSemaphorePermit,
+    _connection: ConnectionSlot,
     /// The socket stays on this RPC thread after the upgrade: it still counts there.
     _worker: Option<workers::ConnectionSlot>,
 }
 
 impl WsSlot {
-    fn new(permit: OwnedSemaphorePermit, connection: OwnedSemaphorePermit) -> Self {
+    fn new(permit: OwnedSemaphorePermit, connection: ConnectionSlot) -> Self {
         ::metrics::gauge!(metrics::WS_CONNECTIONS).increment(1.0);
         Self {
             _permit: permit,
@@ -114,6 +135,10 @@ pub struct FrontDoorConfig {
     pub max_ws_connections: usize,
     /// Most HTTP requests being served and WebSocket connections open, together.
     pub max_connections: usize,
+    /// How long a request's body may take to arrive once its headers have (`--http.read-timeout`):
+    /// a client that declares a body and sends it no further would otherwise hold a connection
+    /// slot for as long as it keeps the socket open.
+    pub body_read_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +159,37 @@ struct Shared {
     ws_slots: Arc<Semaphore>,
     max_connections: usize,
     connection_slots: Arc<Semaphore>,
+    /// How many of `connection_slots` each key holds, and the most one key may hold.
+    held_by_key: Arc<std::sync::Mutex<std::collections::HashMap<ApiKeyId, usize>>>,
+    per_key_connections: usize,
+    body_read_timeout: std::time::Duration,
+}
+
+impl Shared {
+    /// A slot of `--rpc.max-connections` for a request of `key`. One key takes at most three
+    /// quarters of them, so that one customer holding connections open cannot shut out the
+    /// others.
+    fn take_connection(&self, key: &ApiKeyId) -> Result<ConnectionSlot, FrontDoorError> {
+        let mut held = self.held_by_key.lock().unwrap_or_else(|e| e.into_inner());
+        if held.get(key).copied().unwrap_or(0) >= self.per_key_connections {
+            return Err(FrontDoorError::TooManyConnectionsForKey {
+                max: self.per_key_connections,
+            });
+        }
+        let permit = self
+            .connection_slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| FrontDoorError::TooManyConnections {
+                max: self.max_connections,
+            })?;
+        *held.entry(key.clone()).or_default() += 1;
+        Ok(ConnectionSlot {
+            _permit: permit,
+            held: self.held_by_key.clone(),
+            key: key.clone(),
+        })
+    }
 }
 
 impl FrontDoorLayer {
@@ -151,6 +207,9 @@ impl FrontDoorLayer {
                 max_ws_connections: config.max_ws_connections,
                 connection_slots: Arc::new(Semaphore::new(config.max_connections)),
                 max_connections: config.max_connections,
+                held_by_key: Arc::default(),
+                per_key_connections: (config.max_connections * 3 / 4).max(1),
+                body_read_timeout: config.body_read_timeout,
             }),
         }
     }
@@ -553,6 +612,7 @@ where
                 return reject(FrontDoorError::OriginNotAllowed(named)).await;
             }
 
+            let entry_id = entry.id.clone();
             req.extensions_mut().insert(entry.id.clone());
             // Subscriptions push past the per-request checks: they ask this before each push,
             // so a key revoked while its WebSocket stays open stops receiving.
@@ -562,11 +622,9 @@ where
             req.extensions_mut().insert(AuthedKey(entry));
             req.extensions_mut().insert(transport);
 
-            let Ok(connection) = shared.connection_slots.clone().try_acquire_owned() else {
-                return reject(FrontDoorError::TooManyConnections {
-                    max: shared.max_connections,
-                })
-                .await;
+            let connection = match shared.take_connection(&entry_id) {
+                Ok(slot) => slot,
+                Err(err) => return reject(err).await,
             };
             let mut response = match transport {
                 Transport::Http => {
@@ -584,12 +642,15 @@ where
                         return reject(FrontDoorError::BodyTooLarge { limit }).await;
                     }
                     let (parts, body) = req.into_parts();
-                    let body = match read_body(body, limit).await {
-                        Ok(body) => body,
-                        Err(BodyError::TooLarge) => {
+                    let after = shared.body_read_timeout;
+                    let read = tokio::time::timeout(after, read_body(body, limit));
+                    let body = match read.await {
+                        Ok(Ok(body)) => body,
+                        Ok(Err(BodyError::TooLarge)) => {
                             return reject(FrontDoorError::BodyTooLarge { limit }).await
                         }
-                        Err(BodyError::Stream(err)) => return Err(err),
+                        Ok(Err(BodyError::Stream(err))) => return Err(err),
+                        Err(_) => return reject(FrontDoorError::BodyTimeout { after }).await,
                     };
                     serve_body(&mut inner, parts, body, shared.max_response_body_size).await?
                 }

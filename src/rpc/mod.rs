@@ -120,6 +120,10 @@ pub struct RpcArgs {
     /// request or upgrade is answered with HTTP 503 (-32005 "too many connections").
     #[arg(long = "rpc.max-connections", default_value_t = 500)]
     pub max_connections: u32,
+    /// Seconds a request's body may take to arrive after its headers; past it the request is
+    /// answered with HTTP 408 and its connection slot freed.
+    #[arg(long = "http.read-timeout", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub read_timeout_secs: u64,
     /// Most open WebSocket connections; more are refused with HTTP 503.
     #[arg(long = "ws.max-connections", default_value_t = 100)]
     pub max_ws_connections: u32,
@@ -198,6 +202,7 @@ impl Default for RpcArgs {
             max_response_size: 50 * MIB,
             max_batch_size: 100,
             max_connections: 500,
+            read_timeout_secs: 30,
             max_ws_connections: 100,
             threads: 0,
             spin_us: 200,
@@ -231,6 +236,7 @@ pub struct RpcConfig {
     pub max_response_size: u32,
     pub max_batch_size: u32,
     pub max_connections: u32,
+    pub read_timeout: Duration,
     pub max_ws_connections: u32,
     /// RPC worker threads (see [`workers`]); at least one.
     pub threads: usize,
@@ -279,6 +285,7 @@ impl RpcConfig {
             max_response_size: args.max_response_size,
             max_batch_size: args.max_batch_size,
             max_connections: args.max_connections,
+            read_timeout: Duration::from_secs(args.read_timeout_secs),
             max_ws_connections: args.max_ws_connections,
             threads: match args.threads {
                 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -428,6 +435,7 @@ pub async fn start(
             max_response_body_size: config.max_response_size as usize,
             max_ws_connections: config.max_ws_connections as usize,
             max_connections: config.max_connections as usize,
+            body_read_timeout: config.read_timeout,
         },
     ));
     let rpc = RpcServiceBuilder::new().layer(middleware::FrontDoorRpcLayer::new(
