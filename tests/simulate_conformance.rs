@@ -250,6 +250,47 @@ fn loop_within_the_deadline_runs_out_of_gas() {
     }
 }
 
+/// A precompile whose run time grows with its input cannot be stopped once begun, so a call
+/// of one does not begin with little time left: a short run (a request's first try on its RPC
+/// thread) gives way at once, to run again where it has time, instead of holding its thread
+/// for the precompile's whole run. With time, it runs, where it is or moved.
+#[test]
+fn heavy_precompiles_wait_for_a_run_with_time() {
+    // blake2f, 10,000,000 rounds: a tenth of a second or more.
+    let input = format!("0x{:08x}{}01", 10_000_000, "00".repeat(208));
+    let moved = "0x00000000000000000000000000000000000b1a4e";
+    let payload = json!({"blockStateCalls": [
+        {"stateOverrides": {"0x0000000000000000000000000000000000000009": {"movePrecompileToAddress": moved}},
+         "calls": [{"to": moved, "input": input}]},
+        {"calls": [{"to": "0x0000000000000000000000000000000000000009", "input": input}]}
+    ]});
+    let short = Simulate::new(context(RpcLimits {
+        evm_timeout: Duration::from_millis(20),
+        ..RpcLimits::default()
+    }));
+    let started = Instant::now();
+    let resp = answer(&short, &request(payload.clone()));
+    let gave_way = started.elapsed();
+    assert_eq!(resp["error"]["code"], -32016, "{resp}");
+    let sim = Simulate::new(context(RpcLimits::default()));
+    let started = Instant::now();
+    let resp = answer(&sim, &request(payload));
+    let ran = started.elapsed();
+    assert!(
+        gave_way * 4 < ran,
+        "gave way after {gave_way:?}, ran in {ran:?}"
+    );
+    for block in ok_blocks(&resp) {
+        let call = &block["calls"][0];
+        assert_eq!(call["status"], "0x1", "{call}");
+        assert_eq!(
+            call["returnData"].as_str().map(str::len),
+            Some(2 + 128),
+            "{call}"
+        );
+    }
+}
+
 #[test]
 fn overrides_carry_into_later_blocks() {
     let sim = Simulate::new(context(RpcLimits::default()));

@@ -8,7 +8,9 @@
 //! external-error path: the context error is set and the interpreter halts, so the whole
 //! transaction returns `Err(EVMError::Custom)` at once instead of unwinding frame by frame.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use alloy::primitives::Address;
 
 use revm::{
     context_interface::{ContextError, ContextTr},
@@ -21,6 +23,32 @@ use revm::{
 
 /// How many opcodes run between two looks at the clock.
 const CLOCK_EVERY: u32 = 2048;
+
+/// The precompiles whose run time grows with their input: modexp, BN254 pairing, blake2f (its
+/// rounds), the KZG point evaluation, BLS12-381's multi-scalar multiplications and pairing.
+/// One call of them can take most of a second under the gas cap, and the interpreter cannot
+/// stop a precompile once it has begun.
+pub const HEAVY_PRECOMPILES: [Address; 7] = [
+    Address::with_last_byte(0x05),
+    Address::with_last_byte(0x08),
+    Address::with_last_byte(0x09),
+    Address::with_last_byte(0x0a),
+    Address::with_last_byte(0x0c),
+    Address::with_last_byte(0x0e),
+    Address::with_last_byte(0x0f),
+];
+
+/// How much time a run must have left to begin a call of a heavy precompile: a short run (a
+/// request's first try on the RPC thread, with a budget of a millisecond) stops instead, and
+/// is run again where it may take its time.
+pub const HEAVY_CALL_ROOM: Duration = Duration::from_millis(50);
+
+/// Whether a call of `code_address` (a heavy precompile, or one of `moved`, where a request's
+/// overrides moved some) should not begin with the run's `deadline` this close.
+pub fn too_late_to_call(code_address: &Address, moved: &[Address], deadline: Instant) -> bool {
+    (HEAVY_PRECOMPILES.contains(code_address) || moved.contains(code_address))
+        && deadline.saturating_duration_since(Instant::now()) < HEAVY_CALL_ROOM
+}
 
 /// Why a run was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,9 +136,20 @@ impl<CTX: ContextTr> Inspector<CTX> for Guard {
         }
     }
 
-    fn call(&mut self, _context: &mut CTX, _inputs: &mut CallInputs) -> Option<CallOutcome> {
+    fn call(&mut self, context: &mut CTX, inputs: &mut CallInputs) -> Option<CallOutcome> {
         if self.node_cost > 0 {
             self.add(self.node_cost);
+        }
+        if self.abort.is_none() && too_late_to_call(&inputs.bytecode_address, &[], self.deadline) {
+            self.abort = Some(Abort::Deadline);
+            if context.error().is_ok() {
+                *context.error() = Err(ContextError::Custom("run stopped: Deadline".into()));
+            }
+            return Some(CallOutcome::new_oog(
+                inputs.gas_limit,
+                inputs.return_memory_offset.clone(),
+                0,
+            ));
         }
         None
     }
@@ -137,5 +176,26 @@ impl<CTX: ContextTr> Inspector<CTX> for Guard {
         if self.node_cost > 0 {
             self.add(outcome.result.output.len());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heavy_precompiles_wait_for_a_run_with_room() {
+        let blake2f = Address::with_last_byte(0x09);
+        let ecrecover = Address::with_last_byte(0x01);
+        let moved = Address::repeat_byte(0x42);
+        let soon = Instant::now() + Duration::from_millis(1);
+        let later = Instant::now() + Duration::from_secs(5);
+        assert!(too_late_to_call(&blake2f, &[], soon));
+        assert!(!too_late_to_call(&blake2f, &[], later));
+        // A cheap precompile and ordinary accounts run whatever time is left.
+        assert!(!too_late_to_call(&ecrecover, &[], soon));
+        assert!(!too_late_to_call(&moved, &[], soon));
+        // A heavy one moved elsewhere by a request is heavy there.
+        assert!(too_late_to_call(&moved, &[moved], soon));
     }
 }

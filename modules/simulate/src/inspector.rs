@@ -59,6 +59,9 @@ pub struct SimInspector {
     /// The instruction last begun: the one a call halted on, whose name and stack geth's
     /// messages give.
     last: LastInstruction,
+    /// Where the block's overrides moved heavy precompiles (see
+    /// [`simnode_api::guard::too_late_to_call`]).
+    pub moved_heavy: Vec<Address>,
 }
 
 impl SimInspector {
@@ -73,6 +76,7 @@ impl SimInspector {
             finished: Vec::new(),
             self_destruct: None,
             last: LastInstruction::default(),
+            moved_heavy: Vec::new(),
         }
     }
 
@@ -188,6 +192,22 @@ impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
 
     fn call(&mut self, _context: &mut CTX, inputs: &mut CallInputs) -> Option<CallOutcome> {
         self.enter();
+        // A precompile call cannot be stopped once begun: one that may take long does not
+        // begin this close to the deadline (a first try on the RPC thread gives way instead).
+        if self.timed_out
+            || simnode_api::guard::too_late_to_call(
+                &inputs.bytecode_address,
+                &self.moved_heavy,
+                self.deadline,
+            )
+        {
+            self.timed_out = true;
+            return Some(CallOutcome::new_oog(
+                inputs.gas_limit,
+                inputs.return_memory_offset.clone(),
+                0,
+            ));
+        }
         if inputs.scheme == CallScheme::Call {
             if let Some(value) = inputs.transfer_value() {
                 self.push_transfer(inputs.transfer_from(), inputs.transfer_to(), value);

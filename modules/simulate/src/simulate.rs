@@ -467,6 +467,16 @@ impl Runner<'_> {
         let block_spec = env.cfg_env.spec;
         let fork_precompiles = Precompiles::new(PrecompileSpecId::from_spec_id(block_spec));
         let mut precompiles = PrecompilesMap::from_static(fork_precompiles);
+        // Where this block's overrides move the precompiles that take their time.
+        let moved_heavy = state_overrides
+            .iter()
+            .flatten()
+            .filter_map(|(from, account)| {
+                account
+                    .move_precompile_to_address
+                    .filter(|_| simnode_api::guard::HEAVY_PRECOMPILES.contains(from))
+            });
+        inspector.moved_heavy = moved_heavy.collect();
         if let Some(state_overrides) = &state_overrides {
             self.precompiles_changed |= state_overrides.iter().any(|(address, account)| {
                 account.move_precompile_to_address.is_some() || precompiles.get(address).is_some()
