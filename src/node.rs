@@ -221,6 +221,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
         config.default_limits.rps = 0;
     }
     config.health = Some(rpc::health::HealthSource(store.clone()));
+    config.batch_timeout = Some(Duration::from_millis(args.evm.evm_timeout_ms));
     let mut tables = rpc::modules::MODULE_METHOD_PARAMS.to_vec();
     tables.push(crate::sync::testing::METHOD_PARAMS);
     tables.push(rpc::accounts::METHOD_PARAMS);

@@ -140,12 +140,23 @@ impl Node {
     }
 
     async fn start_in(dir: TempDir, network: &str, tweak: impl FnOnce(&mut RpcArgs)) -> Self {
+        Self::start_configured(dir, network, tweak, |_| {}).await
+    }
+
+    /// The same, with a last change to what the node sets beside the flags.
+    async fn start_configured(
+        dir: TempDir,
+        network: &str,
+        tweak: impl FnOnce(&mut RpcArgs),
+        configure: impl FnOnce(&mut RpcConfig),
+    ) -> Self {
         let mut args = RpcArgs {
             http_port: 0,
             ..RpcArgs::default()
         };
         tweak(&mut args);
         let mut config = RpcConfig::from_args(&args, Some(dir.path()), network, None);
+        configure(&mut config);
         // Tests should not wait a second for `keys revoke` to show.
         config.key_refresh = Duration::from_millis(50);
         let server = rpc::start(config, test_methods())
@@ -1642,6 +1653,53 @@ async fn a_body_that_stops_arriving_times_out_and_frees_its_slot() {
         )
         .await;
     assert_eq!(served.status, 200);
+    node.server.stop();
+}
+
+/// A batch's calls share one run time (the node's `--rpc.evm-timeout`): a call that would
+/// start after it is answered -32016 without running, so a batch of a hundred slow calls is
+/// not a hundred times one call's time.
+#[tokio::test]
+async fn a_batch_shares_one_run_time() {
+    let node = Node::start_configured(
+        tempdir("batch-time"),
+        "dev",
+        |_| {},
+        |config| {
+            config.batch_timeout = Some(Duration::from_millis(300));
+        },
+    )
+    .await;
+    let key = add_key(node.dir.path(), "rupert", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let calls: Vec<Value> = (1..=4)
+        .map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "test_sleep", "params": [200]}))
+        .collect();
+    let started = Instant::now();
+    let reply = node
+        .post(&format!("/v3/{key}"), &json!(calls).to_string())
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_millis(1_000),
+        "{:?}",
+        started.elapsed()
+    );
+    let answers = reply.json();
+    let answers = answers.as_array().expect("a batch answer");
+    assert_eq!(answers.len(), 4);
+    // Two calls started within the 300 ms; the others did not run.
+    assert_eq!(answers[0]["result"], 200, "{answers:?}");
+    assert_eq!(answers[1]["result"], 200, "{answers:?}");
+    for late in &answers[2..] {
+        assert_eq!(late["error"]["code"], -32016, "{late}");
+        assert!(
+            late["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("batch timeout"),
+            "{late}"
+        );
+    }
     node.server.stop();
 }
 

@@ -38,6 +38,8 @@ struct Shared {
     max_response_body_size: usize,
     /// Most requests in one batch (`--rpc.max-batch-size`).
     max_batch_size: usize,
+    /// How long a batch's calls may run together (see [`super::RpcConfig::batch_timeout`]).
+    batch_timeout: Option<std::time::Duration>,
 }
 
 /// Builds [`FrontDoorRpc`] services around jsonrpsee's own.
@@ -54,6 +56,7 @@ impl FrontDoorRpcLayer {
         methods: Methods,
         max_response_body_size: u32,
         max_batch_size: u32,
+        batch_timeout: Option<std::time::Duration>,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -63,6 +66,7 @@ impl FrontDoorRpcLayer {
                 methods,
                 max_response_body_size: max_response_body_size as usize,
                 max_batch_size: max_batch_size as usize,
+                batch_timeout,
             }),
         }
     }
@@ -197,6 +201,19 @@ fn notification_may_run(shared: &Shared, extensions: &http::Extensions, method: 
         && extensions
             .get::<AuthedKey>()
             .is_none_or(|AuthedKey(entry)| entry.access().admits_method(method))
+}
+
+/// The answer of a batch call that would start after the batch's calls used up their time
+/// together.
+fn batch_past_deadline(shared: &Shared) -> ErrorObjectOwned {
+    let ms = shared.batch_timeout.map_or(0, |t| t.as_millis());
+    ErrorObjectOwned::owned(
+        simnode_api::RpcError::Timeout(0).code(),
+        format!(
+            "batch timeout: the calls before this one used the {ms} ms a batch may run; send it again on its own or in a smaller batch"
+        ),
+        None::<()>,
+    )
 }
 
 /// geth's answer to a batch over the limit: an array of one -32600 "batch too large" with the
@@ -396,8 +413,14 @@ where
 
             let mut builder = BatchResponseBuilder::new_with_limit(shared.max_response_body_size);
             let mut got_notification = false;
+            let deadline = shared.batch_timeout.map(|t| std::time::Instant::now() + t);
             for entry in batch {
                 let response = match (entry, &charged) {
+                    (Ok(BatchEntry::Call(request)), Ok(()))
+                        if deadline.is_some_and(|d| std::time::Instant::now() >= d) =>
+                    {
+                        MethodResponse::error(request.id, batch_past_deadline(&shared))
+                    }
                     (Ok(BatchEntry::Call(request)), Ok(())) => {
                         Self::serve_call(inner.clone(), shared.clone(), request).await
                     }

@@ -259,6 +259,10 @@ pub struct RpcConfig {
     pub redis_fail_open: bool,
     /// The chain `GET /health` reports on (the node sets it); `None`: no `/health`.
     pub health: Option<health::HealthSource>,
+    /// How long a batch's calls may run together (the node's `--rpc.evm-timeout`): a call
+    /// past it is answered -32016 without running, so a batch is bounded like one call.
+    /// `None`: each call has only its own limits.
+    pub batch_timeout: Option<Duration>,
 }
 
 /// Requests per second per API key when neither the key nor `--rpc.rate-limit` says.
@@ -305,6 +309,7 @@ impl RpcConfig {
             redis_url: args.redis_url.clone(),
             redis_fail_open: args.redis_fail_open,
             health: None,
+            batch_timeout: None,
         }
     }
 }
@@ -445,6 +450,7 @@ pub async fn start(
         methods.clone(),
         config.max_response_size,
         config.max_batch_size,
+        config.batch_timeout,
     ));
 
     let listener = tokio::net::TcpListener::bind(config.listen)
