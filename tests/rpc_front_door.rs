@@ -1703,6 +1703,33 @@ async fn a_batch_shares_one_run_time() {
     node.server.stop();
 }
 
+/// A WebSocket client that sends without reading has at most a few dozen answers waiting on
+/// the server (its next requests wait for it to read); every request is still answered once
+/// it reads.
+#[tokio::test]
+async fn a_websocket_that_does_not_read_is_answered_once_it_does() {
+    let node = Node::start("ws-unread", "dev", |_| {}).await;
+    let key = add_key(node.dir.path(), "sybil", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut ws = node.ws(&key).await;
+    let sent = 4 * simnode::rpc::WS_UNREAD_ANSWERS as u64;
+    let word = "w".repeat(10_000);
+    for id in 0..sent {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "test_echo", "params": [word]});
+        ws.send(call.to_string()).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut ids = Vec::new();
+    for _ in 0..sent {
+        let answer = ws.recv().await;
+        assert_eq!(answer["result"], json!(word), "{}", answer["id"]);
+        ids.push(answer["id"].as_u64().expect("id"));
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (0..sent).collect::<Vec<_>>());
+    node.server.stop();
+}
+
 #[tokio::test]
 async fn graceful_shutdown_finishes_requests_in_flight() {
     let node = Node::start("shutdown", "dev", |_| {}).await;

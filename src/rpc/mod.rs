@@ -222,6 +222,9 @@ impl Default for RpcArgs {
     }
 }
 
+/// How many answers one WebSocket connection may have waiting to be read (see [`start`]).
+pub const WS_UNREAD_ANSWERS: u32 = 32;
+
 /// Everything [`start`] needs.
 #[derive(Debug, Clone)]
 pub struct RpcConfig {
@@ -418,7 +421,10 @@ pub async fn start(
         .max_connections(u32::MAX)
         .set_id_provider(HexSubscriptionIds)
         // The front door answers an oversized batch as geth does (see `middleware`).
-        .set_batch_request_config(BatchRequestConfig::Unlimited);
+        .set_batch_request_config(BatchRequestConfig::Unlimited)
+        // Answers a WebSocket client has not read yet: past these the connection's requests
+        // wait. (jsonrpsee's 1,024 let one client that never reads hold gigabytes.)
+        .set_message_buffer_capacity(WS_UNREAD_ANSWERS);
     server_config = match config.ws_ping_interval {
         Some(every) => server_config.enable_ws_ping(
             PingConfig::new()
