@@ -65,6 +65,9 @@ pub struct Guard {
     step_cost: usize,
     /// Bytes counted per call frame, plus its output (0: frames are not recorded).
     node_cost: usize,
+    /// Whether each step also counts its memory, as an answer that shows it per step (hex:
+    /// two characters a byte).
+    memory_step: bool,
     /// Bytes counted so far in this request (carried from call to call).
     pub bytes: usize,
     max_bytes: usize,
@@ -80,6 +83,7 @@ impl Guard {
             until_clock: 0,
             step_cost: 0,
             node_cost: 0,
+            memory_step: false,
             bytes,
             max_bytes,
             abort: None,
@@ -91,6 +95,12 @@ impl Guard {
     pub fn counting(mut self, step_cost: usize, node_cost: usize) -> Self {
         self.step_cost = step_cost;
         self.node_cost = node_cost;
+        self
+    }
+
+    /// Counts each step's memory too (see [`Guard::memory_step`]).
+    pub fn counting_memory(mut self, on: bool) -> Self {
+        self.memory_step = on;
         self
     }
 
@@ -123,6 +133,10 @@ impl<CTX: ContextTr> Inspector<CTX> for Guard {
     fn step(&mut self, interp: &mut Interpreter, context: &mut CTX) {
         if self.step_cost > 0 {
             self.add(self.step_cost);
+        }
+        if self.memory_step {
+            use revm::interpreter::interpreter_types::MemoryTr;
+            self.add(interp.memory.size().saturating_mul(2));
         }
         if self.until_clock == 0 {
             self.until_clock = CLOCK_EVERY;

@@ -149,10 +149,12 @@ pub(crate) fn trace_block(
 
         let tx_budget = budget.for_tx();
         let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
-        let (steps, nodes) = counted(&inspector);
-        let mut guard = Guard::new(tx_budget.deadline, bytes, budget.max_bytes).counting(
-            if steps { STEP_BYTES } else { 0 },
-            if nodes { NODE_BYTES } else { 0 },
+        let mut guard = guard_for(
+            &inspector,
+            opts,
+            tx_budget.deadline,
+            bytes,
+            budget.max_bytes,
         );
         let res = factory
             .create_evm_with_inspector(&mut db, env.clone(), (&mut inspector, &mut guard))
@@ -270,11 +272,7 @@ fn trace_one(
 ) -> RpcResult<Traced> {
     let budget = budget.for_tx();
     let mut inspector = tracer(opts, budget.max_bytes.saturating_sub(bytes))?;
-    let (steps, nodes) = counted(&inspector);
-    let mut guard = Guard::new(budget.deadline, bytes, budget.max_bytes).counting(
-        if steps { STEP_BYTES } else { 0 },
-        if nodes { NODE_BYTES } else { 0 },
-    );
+    let mut guard = guard_for(&inspector, opts, budget.deadline, bytes, budget.max_bytes);
     let caller = tx.caller;
     let mut evm = EthEvmFactory::default().create_evm_with_inspector(
         &mut *db,
@@ -635,6 +633,28 @@ fn mux_configs_as_geth_reads_them(opts: &GethDebugTracingOptions) -> GethDebugTr
         }
     }
     opts
+}
+
+/// The guard of a run traced by `inspector`, `bytes` of `max_bytes` already used: it counts
+/// what the tracer's own budget does not see (see [`counted`]), and with the struct logger's
+/// `enableMemory` each step's memory as its answer shows it (a snapshot the tracer shares
+/// between steps is written out again for each).
+fn guard_for(
+    inspector: &DebugInspector,
+    opts: &GethDebugTracingOptions,
+    deadline: Instant,
+    bytes: usize,
+    max_bytes: usize,
+) -> Guard {
+    let (steps, nodes) = counted(inspector);
+    let memory =
+        matches!(inspector, DebugInspector::Default(..)) && opts.config.enable_memory == Some(true);
+    Guard::new(deadline, bytes, max_bytes)
+        .counting(
+            if steps { STEP_BYTES } else { 0 },
+            if nodes { NODE_BYTES } else { 0 },
+        )
+        .counting_memory(memory)
 }
 
 /// Whether the guard counts steps (struct logs are kept per opcode) and call frames.

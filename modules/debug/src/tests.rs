@@ -611,6 +611,37 @@ async fn deadline_and_trace_size_are_enforced() {
     .await;
 }
 
+/// With `enableMemory`, each step's memory counts as the answer writes it out (the tracer
+/// shares an unchanged snapshot between steps; the answer repeats it for each): a 26 MB answer
+/// recorded 4 KiB and got past a 5 MB bound.
+#[tokio::test]
+async fn recorded_memory_counts_at_its_answers_size() {
+    let f = fixture_with(RpcLimits {
+        max_vm_trace_bytes: 5_000_000,
+        ..Default::default()
+    });
+    // PUSH2 0x0fe0 MLOAD POP, then JUMPDEST PUSH1 5 JUMP until the gas runs out: about 2,400
+    // steps, each showing the same 4 KiB of memory.
+    let target = Address::repeat_byte(0xd7);
+    let request = json!({"from": SENDER, "to": target, "gas": "0x7918"});
+    let trace = |memory: bool| {
+        let ctx = f.ctx.clone();
+        let request = request.clone();
+        async move {
+            let opts = json!({
+                "enableMemory": memory,
+                "stateOverrides": {target.to_string(): {"code": "0x610fe051505b600556"}},
+            });
+            call(&ctx, "debug_traceCall", json!([request, "0x0", opts])).await
+        }
+    };
+    let refused = trace(true).await;
+    assert_eq!(refused["error"]["code"], -32005, "{refused}");
+    let plain = trace(false).await;
+    let steps = plain["result"]["structLogs"].as_array().map_or(0, Vec::len);
+    assert!(steps > 2_000, "{steps} steps");
+}
+
 #[test]
 fn go_durations() {
     use crate::parse_go_duration as p;
