@@ -554,10 +554,33 @@ fn struct_log_error(revm_text: &str) -> Option<Option<&'static str>> {
     WORDS.get(revm_text).map(Option::as_deref)
 }
 
+/// The opcode a struct log names (`op`, its mnemonic).
+fn opcode_named(name: &str) -> Option<u8> {
+    use revm::bytecode::opcode::OpCode;
+    static BY_NAME: std::sync::LazyLock<HashMap<&'static str, u8>> =
+        std::sync::LazyLock::new(|| {
+            (0..=u8::MAX)
+                .filter_map(|byte| OpCode::new(byte).map(|op| (op.as_str(), byte)))
+                .collect()
+        });
+    BY_NAME.get(name).copied()
+}
+
 fn omit_empty(logs: &mut [StructLog]) {
     for log in logs {
         if let Some(words) = log.error.as_deref().and_then(struct_log_error) {
             log.error = words.map(str::to_owned);
+            // geth's underflow names the stack it found and the one the opcode needs.
+            if let (Some("stack underflow"), Some(stack), Some(opcode)) =
+                (log.error.as_deref(), &log.stack, opcode_named(&log.op))
+            {
+                let last = simnode_api::vm_messages::LastInstruction {
+                    opcode,
+                    stack_len: stack.len(),
+                };
+                let reason = revm::context::result::HaltReason::StackUnderflow;
+                log.error = Some(simnode_api::vm_messages::halt_words(&reason, last, None));
+            }
         }
         if log.refund_counter == Some(0) {
             log.refund_counter = None;
