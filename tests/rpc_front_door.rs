@@ -949,22 +949,7 @@ async fn content_type_and_body_size() {
          transfer-encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
         len = chunk.len()
     );
-    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
-        .await
-        .expect("write");
-    // Read until the error's code arrives, the server closes, or five seconds pass.
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        let mut buf = [0u8; 4096];
-        while !String::from_utf8_lossy(&answer).contains("-32007") {
-            match tokio::io::AsyncReadExt::read(&mut stream, &mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => answer.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = raw_exchange(&mut stream, &request, "-32007", Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("-32007"), "{answer}");
     node.server.stop();
@@ -1527,6 +1512,31 @@ async fn websocket_calls_limits_and_ping() {
 // ---------------------------------------------------------------------------------------------
 // Shutdown
 
+/// Writes `request` as raw bytes on `stream` and reads the answer until it holds `until`, the
+/// server closes, or `wait` passes.
+async fn raw_exchange(
+    stream: &mut tokio::net::TcpStream,
+    request: &str,
+    until: &str,
+    wait: Duration,
+) -> String {
+    tokio::io::AsyncWriteExt::write_all(stream, request.as_bytes())
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(wait, async {
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains(until) {
+            match tokio::io::AsyncReadExt::read(stream, &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 /// A `test_sleep` of `ms` posted to `path` on its own task: a request held in flight.
 fn sleep_request(
     addr: std::net::SocketAddr,
@@ -1609,21 +1619,7 @@ async fn a_body_that_stops_arriving_times_out_and_frees_its_slot() {
                 "POST /v3/{key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
                  content-length: 1000\r\n\r\n{{\"jsonrpc\""
             );
-            tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
-                .await
-                .expect("write");
-            let mut answer = Vec::new();
-            let _ = tokio::time::timeout(Duration::from_secs(10), async {
-                let mut buf = [0u8; 4096];
-                while !String::from_utf8_lossy(&answer).contains("-32600") {
-                    match tokio::io::AsyncReadExt::read(&mut stream, &mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => answer.extend_from_slice(&buf[..n]),
-                    }
-                }
-            })
-            .await;
-            String::from_utf8_lossy(&answer).into_owned()
+            raw_exchange(&mut stream, &head, "-32600", Duration::from_secs(10)).await
         })
     };
     let started = Instant::now();
