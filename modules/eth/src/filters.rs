@@ -41,6 +41,9 @@ pub const FILTER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 pub const MAX_FILTERS: usize = 10_000;
 /// Filters one API key may hold at once, so that no key can use up the others' share.
 pub const MAX_FILTERS_PER_KEY: usize = 1_000;
+/// Addresses and topics the log filters of one key may name in all: each is held for the
+/// filter's life (a filter may name 1,000 addresses and 4,000 topics, and a key 1,000 filters).
+pub const MAX_CRITERIA_PER_KEY: usize = 100_000;
 
 #[rpc(server)]
 pub trait EthFilterApi {
@@ -80,6 +83,8 @@ pub type Changes = FilterChanges<PoolTransaction>;
 struct Installed {
     /// The API key that installed it (none when the node serves without keys, as in tests).
     owner: Option<ApiKeyId>,
+    /// The addresses and topics it names (see [`MAX_CRITERIA_PER_KEY`]).
+    criteria: usize,
     watch: Watch,
     last_poll: Instant,
 }
@@ -191,11 +196,31 @@ impl EthFilters {
                  {MAX_FILTERS} in all); uninstall some or let them time out"
             )));
         }
+        let criteria = match &watch {
+            Watch::Logs { filter, .. } => {
+                let topics: usize = filter.filter.topics.iter().map(|t| t.len()).sum();
+                filter.filter.address.len() + topics
+            }
+            _ => 0,
+        };
+        let named: usize = installed
+            .values()
+            .filter(|f| f.owner == owner)
+            .map(|f| f.criteria)
+            .sum();
+        if named + criteria > MAX_CRITERIA_PER_KEY {
+            return Err(RpcError::LimitExceeded(format!(
+                "the log filters of this key would name {} addresses and topics, at most \
+                 {MAX_CRITERIA_PER_KEY} in all; uninstall some or let them time out",
+                named + criteria
+            )));
+        }
         let id = new_id()?;
         installed.insert(
             id.clone(),
             Installed {
                 owner,
+                criteria,
                 watch,
                 last_poll: now,
             },
@@ -361,6 +386,33 @@ mod tests {
         let id = f.install(b.clone(), blocks(&f)).unwrap();
         assert!(f.changes(b, &id).is_ok());
         assert!(f.changes(a, &id).is_err(), "another key's filter");
+    }
+
+    #[test]
+    fn one_key_cannot_name_every_address() {
+        let f = filters(FILTER_TIMEOUT);
+        let a = Some(ApiKeyId("a".into()));
+        let addresses: Vec<String> = (0..1_000u32).map(|n| format!("0x{:040x}", n + 1)).collect();
+        let topics: Vec<String> = (0..1_000u32).map(|n| format!("0x{:064x}", n)).collect();
+        let criteria = serde_json::json!({"address": addresses, "topics": [topics, null, topics]});
+        let logs = || {
+            let filter = LogFilter::parse(&criteria, 0).unwrap();
+            Watch::Logs {
+                criteria: criteria.clone(),
+                filter: Box::new(filter),
+                events: f.ctx.chain.chain_events(),
+            }
+        };
+        // 3,000 each: 33 fit in 100,000.
+        for _ in 0..33 {
+            f.install(a.clone(), logs()).unwrap();
+        }
+        let err = f.install(a.clone(), logs()).unwrap_err();
+        assert_eq!(err.code(), -32005, "{err}");
+        assert!(err.to_string().contains("102000"), "{err}");
+        // Filters naming nothing still fit, and another key has its own share.
+        f.install(a, blocks(&f)).unwrap();
+        f.install(Some(ApiKeyId("b".into())), logs()).unwrap();
     }
 
     #[test]
