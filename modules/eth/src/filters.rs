@@ -197,10 +197,7 @@ impl EthFilters {
             )));
         }
         let criteria = match &watch {
-            Watch::Logs { filter, .. } => {
-                let topics: usize = filter.filter.topics.iter().map(|t| t.len()).sum();
-                filter.filter.address.len() + topics
-            }
+            Watch::Logs { filter, .. } => filter.criteria_count(),
             _ => 0,
         };
         let named: usize = installed

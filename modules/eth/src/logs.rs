@@ -112,6 +112,12 @@ impl LogFilter {
         after_from && before_to
     }
 
+    /// How many addresses and topics the filter names (what it holds for its life).
+    pub fn criteria_count(&self) -> usize {
+        let topics: usize = self.filter.topics.iter().map(|t| t.len()).sum();
+        self.filter.address.len() + topics
+    }
+
     pub fn matches(&self, log: &alloy::primitives::Log) -> bool {
         log.topics().len() >= self.topic_positions && self.filter.matches(log)
     }

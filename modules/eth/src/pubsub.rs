@@ -92,13 +92,63 @@ fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
     }
 }
 
+/// Addresses and topics the `logs` subscriptions of one connection may name in all: each is
+/// held for the subscription's life (one may name 1,000 addresses and 4,000 topics, and a
+/// connection hold 1,024 subscriptions).
+pub const MAX_CRITERIA_PER_CONNECTION: usize = 100_000;
+
+/// How many addresses and topics each connection's `logs` subscriptions name.
+type CriteriaHeld = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<usize, usize>>>;
+
 pub struct EthPubSub {
     ctx: ModuleContext,
+    criteria: CriteriaHeld,
 }
 
 impl EthPubSub {
     pub fn new(ctx: ModuleContext) -> Self {
-        Self { ctx }
+        Self {
+            ctx,
+            criteria: CriteriaHeld::default(),
+        }
+    }
+
+    /// A share of `connection`'s [`MAX_CRITERIA_PER_CONNECTION`] for a filter naming `count`.
+    fn take_criteria(&self, connection: usize, count: usize) -> Result<CriteriaShare, RpcError> {
+        let mut held = self.criteria.lock().unwrap_or_else(|e| e.into_inner());
+        let named = held.get(&connection).copied().unwrap_or(0);
+        if named + count > MAX_CRITERIA_PER_CONNECTION {
+            return Err(RpcError::LimitExceeded(format!(
+                "the logs subscriptions of this connection would name {} addresses and \
+                 topics, at most {MAX_CRITERIA_PER_CONNECTION} in all; unsubscribe some",
+                named + count
+            )));
+        }
+        *held.entry(connection).or_default() += count;
+        Ok(CriteriaShare {
+            held: self.criteria.clone(),
+            connection,
+            count,
+        })
+    }
+}
+
+/// A `logs` subscription's share of its connection's criteria, given back when it ends.
+struct CriteriaShare {
+    held: CriteriaHeld,
+    connection: usize,
+    count: usize,
+}
+
+impl Drop for CriteriaShare {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(named) = held.get_mut(&self.connection) {
+            *named = named.saturating_sub(self.count);
+            if *named == 0 {
+                held.remove(&self.connection);
+            }
+        }
     }
 }
 
@@ -182,6 +232,14 @@ impl EthPubSubApiServer for EthPubSub {
                 follow_chain(accept(pending).await?, events, None).await
             }
             Kind::Logs(filter) => {
+                let connection = pending.connection_id().0;
+                let _share = match self.take_criteria(connection, filter.criteria_count()) {
+                    Ok(share) => share,
+                    Err(err) => {
+                        pending.reject(ErrorObjectOwned::from(err)).await;
+                        return Ok(());
+                    }
+                };
                 let events = self.ctx.chain.chain_events();
                 follow_chain(accept(pending).await?, events, Some(&filter)).await
             }
@@ -305,6 +363,24 @@ async fn send_all<T: Serialize>(sink: &Subscriber, items: Vec<T>) -> Result<(), 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn one_connection_cannot_name_every_address() {
+        use simnode_api::testing::{MemoryChain, MemoryPool};
+        let pubsub = EthPubSub::new(ModuleContext {
+            spec: std::sync::Arc::new(crate::fake_chain_tests::spec()),
+            chain: std::sync::Arc::new(MemoryChain::new()),
+            pool: std::sync::Arc::new(MemoryPool::default()),
+            limits: Default::default(),
+        });
+        let most = pubsub.take_criteria(1, 99_000).unwrap();
+        let err = pubsub.take_criteria(1, 2_000).err().expect("over the share");
+        assert_eq!(err.code(), -32005, "{err}");
+        let _other = pubsub.take_criteria(2, 2_000).unwrap();
+        // An ended subscription gives its share back.
+        drop(most);
+        let _again = pubsub.take_criteria(1, 2_000).unwrap();
+    }
 
     #[test]
     fn kinds_and_their_params() {
