@@ -406,6 +406,15 @@ fn the_engine_api_keeps_the_specs_rules_at_the_merge() {
     );
     assert_eq!(r["result"]["payloadId"], Value::Null, "{r}");
     assert_eq!(head_number(), before, "a refused head moves nothing");
+    // The proof-of-work genesis too (hive's pre-TTD forkchoice test).
+    let r = fcu(&hash_of(0));
+    assert_eq!(r["result"]["payloadStatus"]["status"], "INVALID", "{r}");
+    assert_eq!(
+        r["result"]["payloadStatus"]["latestValidHash"],
+        json!(B256::ZERO),
+        "{r}"
+    );
+    assert_eq!(head_number(), before);
     let r = node.engine_call(
         "engine_forkchoiceUpdatedV1",
         json!([{"headBlockHash": terminal, "safeBlockHash": B256::ZERO, "finalizedBlockHash": B256::ZERO}, null, "0xdead"]),

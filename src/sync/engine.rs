@@ -13,8 +13,8 @@
 //! stores the new branch block by block through the normal import path. If a block of the new
 //! branch is invalid, the answer is INVALID with `latestValidHash` the last valid ancestor, and
 //! the previous canonical chain is re-executed from the side table. A reorg never unwinds more
-//! than [`MAX_REORG_DEPTH`] blocks nor below the finalized block (-38002 Invalid forkchoice
-//! state). Transactions of unwound blocks that the new chain lacks go back to the pool.
+//! than [`MAX_REORG_DEPTH`] blocks (-38006 Too deep reorg) nor below the finalized block
+//! (-38002 Invalid forkchoice state). Transactions of unwound blocks that the new chain lacks go back to the pool.
 //! forkchoiceUpdated with payload attributes builds a block for the proposer
 //! ([`super::payload_jobs`]), which `engine_getPayloadV1..V5` hand out.
 
@@ -393,7 +393,7 @@ impl EngineApi {
 
     /// Moves head, safe and finalized as `state` names them (the serial lock held). The flag
     /// says whether a payload may be built on the head the answer names: not when the state
-    /// named a canonical ancestor of the head (the spec forbids it), nor on a refusal.
+    /// named an ancestor of the finalized block (the spec forbids it), nor on a refusal.
     fn apply_forkchoice(
         &self,
         state: ForkchoiceState,
@@ -431,11 +431,13 @@ impl EngineApi {
         let may_build = match head {
             Some(n) if n == self.store.head().latest => true,
             Some(n) => {
-                // A canonical block below the head. The spec lets a client skip this update,
-                // and forbids building on it; simnode rewinds to it when it may (not below
-                // the finalized block, nor deeper than MAX_REORG_DEPTH) and else changes
-                // nothing. Safe and finalized are checked first, so that a refused update
-                // leaves the chain as it was: they must lie on the chain it rewinds to.
+                // A canonical block below the head: a payload this node made canonical on
+                // arrival that the consensus client passes over (a late block it re-orgs
+                // out), or an older one. simnode rewinds to it and builds on it as the spec
+                // asks, unless it is an ancestor of the finalized block (skipped: VALID, no
+                // build, the spec's choice) or deeper than MAX_REORG_DEPTH (-38006). Safe and
+                // finalized are checked first, so that a refused update leaves the chain as
+                // it was: they must lie on the chain it rewinds to.
                 let (safe, finalized) = (
                     resolve(state.safe_block_hash)?,
                     resolve(state.finalized_block_hash)?,
@@ -443,13 +445,14 @@ impl EngineApi {
                 if safe.is_some_and(|s| s > n) || finalized.is_some_and(|f| f > n) {
                     return Err(invalid_forkchoice());
                 }
-                if self.check_reorg_target(n).is_err() {
+                if self.store.head().finalized.is_some_and(|f| n < f) {
                     return Ok((valid(), false));
                 }
+                self.check_reorg_target(n)?;
                 let unwound = self.store.unwind_to(n).map_err(internal)?;
                 self.return_to_pool(&unwound);
                 crate::rpc::metrics::set_head_block(n);
-                false
+                true
             }
             None => {
                 if let Some(refused) = self.reorg_to_side(state.head_block_hash)? {
@@ -469,7 +472,9 @@ impl EngineApi {
     /// Whether canonical block `n` is a proof-of-work block other than the terminal one (the
     /// last before the merge), which the spec forbids as a head.
     fn is_pre_terminal_pow(&self, n: u64) -> Result<bool, ErrorObjectOwned> {
-        if n == 0 || self.store.spec().is_post_merge(n + 1) {
+        // Genesis too: a proof-of-work genesis before the terminal block is no head (hive's
+        // pre-TTD forkchoice test), a chain merged from genesis has its next block post-merge.
+        if self.store.spec().is_post_merge(n + 1) {
             return Ok(false);
         }
         self.is_pow(n)
@@ -491,13 +496,15 @@ impl EngineApi {
     }
 
     /// Refuses a reorg whose common ancestor is `ancestor` if it would unwind below the
-    /// finalized block or more than [`MAX_REORG_DEPTH`] blocks.
+    /// finalized block (-38002: the finalized block would leave the chain) or more than
+    /// [`MAX_REORG_DEPTH`] blocks (-38006).
     fn check_reorg_target(&self, ancestor: u64) -> Result<(), ErrorObjectOwned> {
         let head = self.store.head();
-        if head.finalized.is_some_and(|f| ancestor < f)
-            || head.latest.saturating_sub(ancestor) > MAX_REORG_DEPTH
-        {
+        if head.finalized.is_some_and(|f| ancestor < f) {
             return Err(invalid_forkchoice());
+        }
+        if head.latest.saturating_sub(ancestor) > MAX_REORG_DEPTH {
+            return Err(ErrorObjectOwned::owned(-38006, "Too deep reorg", None::<()>));
         }
         Ok(())
     }
@@ -523,7 +530,7 @@ impl EngineApi {
                 return Ok(Some(PayloadStatus::from_status(PayloadStatusEnum::Syncing)));
             };
             if branch.len() as u64 > MAX_REORG_DEPTH + 1 {
-                return Err(invalid_forkchoice());
+                return Err(ErrorObjectOwned::owned(-38006, "Too deep reorg", None::<()>));
             }
             cursor = header.parent_hash;
             branch.push((header, body));
@@ -1524,15 +1531,16 @@ mod reorg_tests {
             .unwrap_err();
         assert_eq!(err.code(), -38002);
         assert_eq!(node.head().latest, 2);
-        // A proposal on a canonical ancestor is not built (the spec forbids it); the rewind
-        // itself is done.
+        // A proposal on a canonical ancestor above the finalized block rewinds to it and is
+        // built there (the spec's rule; a consensus client re-orging out a late block asks
+        // this of the block's parent).
         let b1_sealed = node.header_raw(1).unwrap().unwrap();
         let (to_b1, attributes) = proposal_on(&b1_sealed, X);
         let out = api
             .forkchoice_updated_with(to_b1, Some((3, attributes)))
             .unwrap();
         assert!(out.is_valid(), "{out:?}");
-        assert_eq!(out.payload_id, None);
+        assert!(out.payload_id.is_some(), "{out:?}");
         assert_eq!(node.head().latest, 1);
         api.forkchoice_updated(state(b2.header.hash())).unwrap();
         assert_eq!(node.head().latest, 2);
