@@ -415,6 +415,20 @@ fn the_engine_api_keeps_the_specs_rules_at_the_merge() {
         "{r}"
     );
     assert_eq!(head_number(), before);
+    // A proof-of-stake block on one of them is INVALID at once (not kept as a side branch).
+    let mut on_pow = post_merge[0].clone();
+    on_pow.header.parent_hash = serde_json::from_value(hash_of(number - 1)).expect("hash");
+    let request = new_payload_request(&on_pow, &requests[0]);
+    let r = node.engine_call(
+        request["method"].as_str().expect("method"),
+        request["params"].clone(),
+    );
+    assert_eq!(r["result"]["status"], "INVALID", "{r}");
+    assert_eq!(r["result"]["latestValidHash"], json!(B256::ZERO), "{r}");
+    // The zero hash is no head (geth's answer), and no sync is waited for.
+    let r = fcu(&json!(B256::ZERO));
+    assert_eq!(r["result"]["payloadStatus"]["status"], "INVALID", "{r}");
+    assert_eq!(node.result("eth_syncing", json!([])), json!(false));
     let r = node.engine_call(
         "engine_forkchoiceUpdatedV1",
         json!([{"headBlockHash": terminal, "safeBlockHash": B256::ZERO, "finalizedBlockHash": B256::ZERO}, null, "0xdead"]),

@@ -274,11 +274,25 @@ impl EngineApi {
             if self.store.side_block(&hash).map_err(internal)?.is_some() {
                 return Ok(PayloadStatus::from_status(PayloadStatusEnum::Accepted));
             }
-            let parent_known = self
+            let canonical_parent = self
                 .store
                 .number_of(&header.parent_hash)
-                .map_err(internal)?
-                .is_some()
+                .map_err(internal)?;
+            // A proof-of-stake block on a proof-of-work block before the terminal one: the
+            // spec's INVALID with zeros, as for such a head.
+            if let Some(parent) = canonical_parent {
+                if self.is_pre_terminal_pow(parent)? {
+                    return Ok(PayloadStatus::new(
+                        PayloadStatusEnum::Invalid {
+                            validation_error: format!(
+                                "parent block {parent} is a proof-of-work block before the terminal one"
+                            ),
+                        },
+                        Some(B256::ZERO),
+                    ));
+                }
+            }
+            let parent_known = canonical_parent.is_some()
                 || self
                     .store
                     .side_block(&header.parent_hash)
@@ -411,6 +425,15 @@ impl EngineApi {
                 Some(state.head_block_hash),
             ))
         };
+        if state.head_block_hash.is_zero() {
+            // geth's answer: no block has the zero hash, and no sync can bring one.
+            return Ok((
+                ForkchoiceUpdated::new(PayloadStatus::from_status(PayloadStatusEnum::Invalid {
+                    validation_error: "forkchoice names the zero hash as its head".into(),
+                })),
+                false,
+            ));
+        }
         let head = number_of(state.head_block_hash)?;
         if let Some(n) = head {
             if self.is_pre_terminal_pow(n)? {
@@ -504,7 +527,11 @@ impl EngineApi {
             return Err(invalid_forkchoice());
         }
         if head.latest.saturating_sub(ancestor) > MAX_REORG_DEPTH {
-            return Err(ErrorObjectOwned::owned(-38006, "Too deep reorg", None::<()>));
+            return Err(ErrorObjectOwned::owned(
+                -38006,
+                "Too deep reorg",
+                None::<()>,
+            ));
         }
         Ok(())
     }
@@ -530,7 +557,11 @@ impl EngineApi {
                 return Ok(Some(PayloadStatus::from_status(PayloadStatusEnum::Syncing)));
             };
             if branch.len() as u64 > MAX_REORG_DEPTH + 1 {
-                return Err(ErrorObjectOwned::owned(-38006, "Too deep reorg", None::<()>));
+                return Err(ErrorObjectOwned::owned(
+                    -38006,
+                    "Too deep reorg",
+                    None::<()>,
+                ));
             }
             cursor = header.parent_hash;
             branch.push((header, body));

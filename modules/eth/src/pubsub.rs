@@ -374,7 +374,10 @@ mod tests {
             limits: Default::default(),
         });
         let most = pubsub.take_criteria(1, 99_000).unwrap();
-        let err = pubsub.take_criteria(1, 2_000).err().expect("over the share");
+        let err = pubsub
+            .take_criteria(1, 2_000)
+            .err()
+            .expect("over the share");
         assert_eq!(err.code(), -32005, "{err}");
         let _other = pubsub.take_criteria(2, 2_000).unwrap();
         // An ended subscription gives its share back.
