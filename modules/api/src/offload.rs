@@ -101,7 +101,7 @@ impl EvmPool {
     /// Runs `run(deadline)` on the pool. A run still queued at `deadline` is answered here by
     /// `run(deadline)` (which reports the timeout at once) and dropped from the queue when its
     /// turn comes, as is one whose caller went away.
-    async fn run<T, F>(&self, deadline: Instant, run: F) -> RpcResult<T>
+    pub async fn run<T, F>(&self, deadline: Instant, run: F) -> RpcResult<T>
     where
         T: Send + 'static,
         F: Fn(Instant) -> RpcResult<T> + Send + 'static,

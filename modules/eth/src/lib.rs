@@ -312,11 +312,20 @@ pub const MAX_PROOF_KEYS: usize = 1024;
 /// The eth module: one struct holding the node's interface.
 pub struct Eth {
     ctx: ModuleContext,
+    /// The threads eth_call and its kin run on: one per core, in arrival order, so that many
+    /// heavy calls at once queue (and time out in the queue) instead of each taking a thread of
+    /// tokio's blocking pool and all of them sharing the cores.
+    pool: Arc<simnode_api::offload::EvmPool>,
 }
 
 impl Eth {
     pub fn new(ctx: ModuleContext) -> Self {
-        Self { ctx }
+        Self {
+            ctx,
+            pool: Arc::new(
+                simnode_api::offload::EvmPool::per_core().expect("starting the EVM threads"),
+            ),
+        }
     }
 
     fn resolve(&self, block: &BlockParam) -> RpcResult<Option<u64>> {
@@ -390,18 +399,24 @@ impl Eth {
         .await
     }
 
+    /// Runs `f` on the module's EVM threads; a call still queued at the deadline is answered
+    /// -32016 without running.
     async fn run_blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(ModuleContext) -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
         let ctx = self.ctx.clone();
         let timeout = ctx.limits.evm_timeout;
-        let task = tokio::task::spawn_blocking(move || f(ctx));
-        match tokio::time::timeout(timeout, task).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(join)) => Err(RpcError::internal(join)),
-            Err(_) => Err(RpcError::Timeout(timeout.as_millis() as u64)),
-        }
+        let deadline = std::time::Instant::now() + timeout;
+        let once = std::sync::Mutex::new(Some(f));
+        let run = move |stop_at: std::time::Instant| {
+            let f = once.lock().unwrap_or_else(|e| e.into_inner()).take();
+            match f {
+                Some(f) if std::time::Instant::now() < stop_at => f(ctx.clone()),
+                _ => Err(RpcError::Timeout(timeout.as_millis() as u64)),
+            }
+        };
+        self.pool.run(deadline, run).await
     }
 }
 
