@@ -1488,10 +1488,12 @@ fn dev_node_mining_modes_pool_drops_and_coinbase() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(number(&node), start, "nothing mined without automine");
     assert_eq!(pending(&node), 3);
-    // Dropped: gone from the pool (hardhat's name says whether it was there).
+    // Dropped: gone from the pool (anvil answers its hash, hardhat whether it was there).
+    assert_eq!(node.result("anvil_dropTransaction", json!([third])), third);
     assert_eq!(
         node.result("anvil_dropTransaction", json!([third])),
-        Value::Null
+        Value::Null,
+        "gone already"
     );
     assert_eq!(
         node.result("hardhat_dropTransaction", json!([third])),
@@ -2128,6 +2130,16 @@ fn the_pool_keeps_geths_rules() {
         vec![],
     );
     accepted(cheaper);
+    // A fee cap under the next base fee waits in the pool while blocks are mined on request
+    // (the base fee may come down); under automine, which mines no empty blocks, it is
+    // refused at once, as anvil refuses it.
+    accepted(tx(nonce + 1, 1, 2, 1, 21_000, vec![]));
+    node.result("anvil_dropAllTransactions", json!([]));
+    node.result("evm_setAutomine", json!([true]));
+    refused(
+        tx(nonce, 1, 2, 1, 21_000, vec![]),
+        "max fee per gas less than block base fee",
+    );
 }
 
 /// What hardhat-network-helpers need of a dev node, sent as they send it: a client version

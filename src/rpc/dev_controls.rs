@@ -28,8 +28,8 @@
 //!   block per transaction; off: blocks only when asked), `evm_setIntervalMining` /
 //!   `anvil_setIntervalMining seconds` (a block every so many seconds, as anvil reads it where
 //!   hardhat reads milliseconds; 0 turns it off), `anvil_getAutomine` / `hardhat_getAutomine`.
-//! - The pool: `anvil_dropTransaction` / `hardhat_dropTransaction hash` (hardhat's answers
-//!   whether it was waiting, and refuses one a block took), `anvil_dropAllTransactions`,
+//! - The pool: `anvil_dropTransaction` / `hardhat_dropTransaction hash` (anvil's answers the
+//!   hash if it was waiting, else null; hardhat's whether it was, and refuses one a block took), `anvil_dropAllTransactions`,
 //!   `anvil_removePoolTransactions address`.
 //! - `anvil_setCoinbase` / `hardhat_setCoinbase address`: the beneficiary of later blocks.
 //! - `anvil_setNextBlockBaseFeePerGas` / `hardhat_setNextBlockBaseFeePerGas fee`: the next
@@ -170,8 +170,9 @@ pub trait DevControlsApi {
     fn automine(&self) -> RpcResult<bool>;
     #[method(name = "evm_setIntervalMining", aliases = ["anvil_setIntervalMining"])]
     fn set_interval_mining(&self, seconds: Value) -> RpcResult<()>;
+    /// The hash when it was waiting (and is dropped), else null (anvil's answer).
     #[method(name = "anvil_dropTransaction")]
-    fn anvil_drop_transaction(&self, hash: B256) -> RpcResult<()>;
+    fn anvil_drop_transaction(&self, hash: B256) -> RpcResult<Option<B256>>;
     #[method(name = "hardhat_dropTransaction")]
     fn hardhat_drop_transaction(&self, hash: B256) -> RpcResult<bool>;
     #[method(name = "anvil_dropAllTransactions")]
@@ -593,10 +594,11 @@ impl DevControlsApiServer for DevControls {
         Ok(())
     }
 
-    fn anvil_drop_transaction(&self, hash: B256) -> RpcResult<()> {
-        self.dev
+    fn anvil_drop_transaction(&self, hash: B256) -> RpcResult<Option<B256>> {
+        let dropped = self
+            .dev
             .between_blocks(|| self.dev.pool().drop_transaction(&hash));
-        Ok(())
+        Ok(dropped.then_some(hash))
     }
 
     /// Whether `hash` was waiting (and is dropped); one a block has taken is an error, as in

@@ -217,6 +217,19 @@ fn check(
             ctx.limits.min_tip
         )));
     }
+    // A node that mines each transaction as it arrives (a dev node's automine) makes no empty
+    // blocks for the base fee to fall in: a fee cap under the next block's would wait forever,
+    // and anvil refuses it. Other pools keep it until the base fee comes down, as geth's.
+    if ctx.pool.mines_on_arrival() {
+        let base_fee = ctx.spec.next_base_fee(&header).unwrap_or(0);
+        if tx.max_fee_per_gas() < u128::from(base_fee) {
+            return Err(RpcError::Server(format!(
+                "max fee per gas less than block base fee: address {sender}, maxFeePerGas: {}, \
+                 baseFee: {base_fee}",
+                tx.max_fee_per_gas()
+            )));
+        }
+    }
     let state = ctx.chain.state_at(head)?;
     let account = state.basic_ref(sender)?.unwrap_or_default();
     if tx.nonce() < account.nonce {
