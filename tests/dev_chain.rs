@@ -2203,3 +2203,33 @@ fn dev_node_does_not_rate_limit_a_test_suite() {
         assert!(!body.contains("error"), "{body}");
     }
 }
+
+/// A run of mined blocks stops when its caller goes away: a client that asked for a million
+/// blocks and disconnected does not leave the node mining for a quarter of an hour.
+#[test]
+fn mining_stops_when_the_caller_leaves() {
+    use std::io::Write;
+    let node = Node::start(TempDir::new("dev-mine-leave"), Path::new("dev"), &["--dev"]);
+    let number = |node: &Node| quantity(&node.result("eth_blockNumber", json!([])));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "anvil_mine", "params": ["0xf4240"]})
+        .to_string();
+    let mut stream = std::net::TcpStream::connect(node.http_addr()).expect("connect");
+    let url = node.url();
+    let path = url.trim_start_matches(&format!("http://{}", node.http_addr()));
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    std::thread::sleep(Duration::from_millis(500));
+    drop(stream);
+    std::thread::sleep(Duration::from_millis(500));
+    let stopped_at = number(&node);
+    assert!(stopped_at > 0, "it mined while the caller waited");
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        number(&node),
+        stopped_at,
+        "still mining after the caller left"
+    );
+}

@@ -50,7 +50,10 @@
 //! - anvil's other names of the evm_* controls: `anvil_increaseTime`,
 //!   `anvil_setNextBlockTimestamp`, `anvil_snapshot`, `anvil_revert`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Arc, Mutex,
+};
 
 use alloy::primitives::{Address, Bytes, B256, U256, U64};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
@@ -386,6 +389,24 @@ fn quantity(value: &Value, what: &str) -> Result<u64, RpcError> {
         })
 }
 
+/// Set once the request that started a run of mined blocks is gone (its caller disconnected
+/// and the server dropped it): the blocks not yet mined are left unmined.
+struct CallerLeft(Arc<AtomicBool>);
+
+impl CallerLeft {
+    /// The guard the request holds, and the flag the mining loop reads.
+    fn watch() -> (Self, Arc<AtomicBool>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        (Self(flag.clone()), flag)
+    }
+}
+
+impl Drop for CallerLeft {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 fn check_block_count(blocks: u64) -> Result<(), RpcError> {
     if blocks > MAX_BLOCKS_PER_MINE {
         return Err(RpcError::invalid_params(format!(
@@ -424,8 +445,12 @@ impl DevControlsApiServer for DevControls {
                 .map_err(RpcError::invalid_params)?;
         }
         let dev = self.dev.clone();
+        let (_caller, left) = CallerLeft::watch();
         tokio::task::spawn_blocking(move || {
             for _ in 0..blocks {
+                if left.load(Ordering::Relaxed) {
+                    break;
+                }
                 dev.mine(true)?;
             }
             Ok::<_, crate::exec::BlockError>(())
@@ -445,8 +470,12 @@ impl DevControlsApiServer for DevControls {
         let interval = optional(interval, "interval")?;
         check_block_count(blocks)?;
         let dev = self.dev.clone();
+        let (_caller, left) = CallerLeft::watch();
         tokio::task::spawn_blocking(move || {
             for _ in 0..blocks {
+                if left.load(Ordering::Relaxed) {
+                    break;
+                }
                 // anvil moves the clock on by the interval before each block: a timestamp set
                 // for the next block still comes first, and time moved before stays moved.
                 if let Some(interval) = interval {
