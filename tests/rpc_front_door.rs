@@ -1420,7 +1420,7 @@ async fn a_method_that_panics_is_answered_and_the_connection_stays() {
 async fn websocket_calls_limits_and_ping() {
     let node = Node::start("ws", "hoodi", |args| {
         args.max_request_size = 1024;
-        args.max_ws_connections = 2;
+        args.max_ws_connections = 4;
     })
     .await;
     let key = add_key(node.dir.path(), "ivan", &["--rps", "1", "--burst", "2"]);
@@ -1481,9 +1481,17 @@ async fn websocket_calls_limits_and_ping() {
     };
     assert_eq!(&pong[..], b"are you there");
 
-    // Connection limit: two open, the third is refused.
+    // Connection limit: one key holds three of the four (429 past its share), another key
+    // gets the last, and then the node is full (503).
     let mut second = node.ws(&key).await;
+    let _third = node.ws(&key).await;
     let (status, body) = node.ws_refused(&format!("/ws/v3/{key}")).await;
+    assert_eq!(status, 429);
+    assert_eq!(body["error"]["code"], -32005);
+    let other = add_key(node.dir.path(), "ivy", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let _fourth = node.ws(&other).await;
+    let (status, body) = node.ws_refused(&format!("/ws/v3/{other}")).await;
     assert_eq!(status, 503);
     assert_eq!(body["error"]["code"], -32005);
     // Closing one frees its slot.

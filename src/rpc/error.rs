@@ -78,6 +78,9 @@ pub enum FrontDoorError {
     },
     #[error("too many websocket connections")]
     TooManyWsConnections { max: usize },
+    /// One key's share of `--ws.max-connections`.
+    #[error("too many websocket connections for this key: at most {max} at once")]
+    TooManyWsConnectionsForKey { max: usize },
     /// `--rpc.max-connections`: HTTP requests being served and WebSocket connections open.
     #[error("too many connections")]
     TooManyConnections { max: usize },
@@ -109,7 +112,8 @@ impl FrontDoorError {
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::RateLimited { .. }
             | Self::QuotaExceeded { .. }
-            | Self::TooManyConnectionsForKey { .. } => StatusCode::TOO_MANY_REQUESTS,
+            | Self::TooManyConnectionsForKey { .. }
+            | Self::TooManyWsConnectionsForKey { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManyWsConnections { .. }
             | Self::TooManyConnections { .. }
             | Self::KeyBackendUnavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -132,7 +136,8 @@ impl FrontDoorError {
             | Self::QuotaExceeded { .. }
             | Self::TooManyWsConnections { .. }
             | Self::TooManyConnections { .. }
-            | Self::TooManyConnectionsForKey { .. } => LIMIT_EXCEEDED_CODE,
+            | Self::TooManyConnectionsForKey { .. }
+            | Self::TooManyWsConnectionsForKey { .. } => LIMIT_EXCEEDED_CODE,
             Self::MethodNotAvailable { .. } | Self::NotificationsUnsupported => {
                 METHOD_NOT_FOUND_CODE
             }
@@ -149,7 +154,8 @@ impl FrontDoorError {
             }
             Self::KeyBackendUnavailable
             | Self::TooManyConnections { .. }
-            | Self::TooManyConnectionsForKey { .. } => Some(Duration::from_secs(1)),
+            | Self::TooManyConnectionsForKey { .. }
+            | Self::TooManyWsConnectionsForKey { .. } => Some(Duration::from_secs(1)),
             _ => None,
         }
     }

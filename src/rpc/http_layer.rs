@@ -70,8 +70,54 @@ pub struct LimitedMarker(pub FrontDoorError);
 #[derive(Debug, Clone, Copy)]
 pub struct NoAnswer;
 
-/// A request's (or a WebSocket's) share of `--rpc.max-connections`: a node-wide slot and one
-/// of its key's, both given back when dropped.
+/// A node-wide limit (`--rpc.max-connections`, `--ws.max-connections`) and how much of it each
+/// key holds: one key takes at most three quarters, so that one customer holding connections
+/// open cannot shut out the others.
+#[derive(Debug)]
+struct KeyShares {
+    slots: Arc<Semaphore>,
+    max: usize,
+    per_key: usize,
+    held: Arc<std::sync::Mutex<std::collections::HashMap<ApiKeyId, usize>>>,
+}
+
+/// Which limit refused a slot: the node's, or the key's share of it.
+enum Refused {
+    Node { max: usize },
+    Key { max: usize },
+}
+
+impl KeyShares {
+    fn new(max: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+            per_key: (max * 3 / 4).max(1),
+            held: Arc::default(),
+        }
+    }
+
+    /// A slot for `key`, given back when dropped.
+    fn take(&self, key: &ApiKeyId) -> Result<ConnectionSlot, Refused> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.get(key).copied().unwrap_or(0) >= self.per_key {
+            return Err(Refused::Key { max: self.per_key });
+        }
+        let permit = self
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Refused::Node { max: self.max })?;
+        *held.entry(key.clone()).or_default() += 1;
+        Ok(ConnectionSlot {
+            _permit: permit,
+            held: self.held.clone(),
+            key: key.clone(),
+        })
+    }
+}
+
+/// A slot of a [`KeyShares`] limit: the node-wide permit and one of its key's count.
 #[derive(Debug)]
 struct ConnectionSlot {
     _permit: OwnedSemaphorePermit,
@@ -95,7 +141,8 @@ impl Drop for ConnectionSlot {
 /// connection's extensions, which is the connection's lifetime: dropping it frees the slot.
 #[derive(Debug)]
 struct WsSlot {
-    _permit: OwnedSemaphorePermit,
+    /// Its share of `--ws.max-connections`.
+    _permit: ConnectionSlot,
     /// Its share of `--rpc.max-connections`.
     _connection: ConnectionSlot,
     /// The socket stays on this RPC thread after the upgrade: it still counts there.
@@ -103,7 +150,7 @@ struct WsSlot {
 }
 
 impl WsSlot {
-    fn new(permit: OwnedSemaphorePermit, connection: ConnectionSlot) -> Self {
+    fn new(permit: ConnectionSlot, connection: ConnectionSlot) -> Self {
         ::metrics::gauge!(metrics::WS_CONNECTIONS).increment(1.0);
         Self {
             _permit: permit,
@@ -155,40 +202,30 @@ struct Shared {
     compression: bool,
     max_request_body_size: u32,
     max_response_body_size: usize,
-    max_ws_connections: usize,
-    ws_slots: Arc<Semaphore>,
-    max_connections: usize,
-    connection_slots: Arc<Semaphore>,
-    /// How many of `connection_slots` each key holds, and the most one key may hold.
-    held_by_key: Arc<std::sync::Mutex<std::collections::HashMap<ApiKeyId, usize>>>,
-    per_key_connections: usize,
+    /// `--ws.max-connections`.
+    ws_connections: KeyShares,
+    /// `--rpc.max-connections`.
+    connections: KeyShares,
     body_read_timeout: std::time::Duration,
 }
 
 impl Shared {
-    /// A slot of `--rpc.max-connections` for a request of `key`. One key takes at most three
-    /// quarters of them, so that one customer holding connections open cannot shut out the
-    /// others.
+    /// A slot of `--rpc.max-connections` for a request of `key`.
     fn take_connection(&self, key: &ApiKeyId) -> Result<ConnectionSlot, FrontDoorError> {
-        let mut held = self.held_by_key.lock().unwrap_or_else(|e| e.into_inner());
-        if held.get(key).copied().unwrap_or(0) >= self.per_key_connections {
-            return Err(FrontDoorError::TooManyConnectionsForKey {
-                max: self.per_key_connections,
-            });
-        }
-        let permit = self
-            .connection_slots
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| FrontDoorError::TooManyConnections {
-                max: self.max_connections,
-            })?;
-        *held.entry(key.clone()).or_default() += 1;
-        Ok(ConnectionSlot {
-            _permit: permit,
-            held: self.held_by_key.clone(),
-            key: key.clone(),
+        self.connections.take(key).map_err(|refused| match refused {
+            Refused::Node { max } => FrontDoorError::TooManyConnections { max },
+            Refused::Key { max } => FrontDoorError::TooManyConnectionsForKey { max },
         })
+    }
+
+    /// A slot of `--ws.max-connections` for a WebSocket of `key`.
+    fn take_ws_connection(&self, key: &ApiKeyId) -> Result<ConnectionSlot, FrontDoorError> {
+        self.ws_connections
+            .take(key)
+            .map_err(|refused| match refused {
+                Refused::Node { max } => FrontDoorError::TooManyWsConnections { max },
+                Refused::Key { max } => FrontDoorError::TooManyWsConnectionsForKey { max },
+            })
     }
 }
 
@@ -196,7 +233,6 @@ impl FrontDoorLayer {
     pub fn new(config: FrontDoorConfig) -> Self {
         Self {
             shared: Arc::new(Shared {
-                ws_slots: Arc::new(Semaphore::new(config.max_ws_connections)),
                 keys: config.keys,
                 health: config.health,
                 cors: config.cors,
@@ -204,11 +240,8 @@ impl FrontDoorLayer {
                 compression: config.compression,
                 max_request_body_size: config.max_request_body_size,
                 max_response_body_size: config.max_response_body_size,
-                max_ws_connections: config.max_ws_connections,
-                connection_slots: Arc::new(Semaphore::new(config.max_connections)),
-                max_connections: config.max_connections,
-                held_by_key: Arc::default(),
-                per_key_connections: (config.max_connections * 3 / 4).max(1),
+                ws_connections: KeyShares::new(config.max_ws_connections),
+                connections: KeyShares::new(config.max_connections),
                 body_read_timeout: config.body_read_timeout,
             }),
         }
@@ -655,11 +688,9 @@ where
                     serve_body(&mut inner, parts, body, shared.max_response_body_size).await?
                 }
                 Transport::Ws => {
-                    let Ok(permit) = shared.ws_slots.clone().try_acquire_owned() else {
-                        return reject(FrontDoorError::TooManyWsConnections {
-                            max: shared.max_ws_connections,
-                        })
-                        .await;
+                    let permit = match shared.take_ws_connection(&entry_id) {
+                        Ok(slot) => slot,
+                        Err(err) => return reject(err).await,
                     };
                     req.extensions_mut()
                         .insert(Arc::new(WsSlot::new(permit, connection)));
