@@ -37,7 +37,12 @@ use super::{
     keys::KeyEntry,
     metrics, raw_result, workers,
 };
-use simnode_api::{access::CallerAccess, raw_answer::RawAnswerSlot, ApiKeyId};
+use simnode_api::{
+    access::CallerAccess,
+    raw_answer::RawAnswerSlot,
+    shares::{Share, Shares},
+    ApiKeyId,
+};
 
 /// The authenticated key of a request (HTTP request or WS connection).
 #[derive(Debug, Clone)]
@@ -78,7 +83,7 @@ struct KeyShares {
     slots: Arc<Semaphore>,
     max: usize,
     per_key: usize,
-    held: Arc<std::sync::Mutex<std::collections::HashMap<ApiKeyId, usize>>>,
+    held: Shares<ApiKeyId>,
 }
 
 /// Which limit refused a slot: the node's, or the key's share of it.
@@ -93,48 +98,33 @@ impl KeyShares {
             slots: Arc::new(Semaphore::new(max)),
             max,
             per_key: (max * 3 / 4).max(1),
-            held: Arc::default(),
+            held: Shares::default(),
         }
     }
 
     /// A slot for `key`, given back when dropped.
     fn take(&self, key: &ApiKeyId) -> Result<ConnectionSlot, Refused> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.get(key).copied().unwrap_or(0) >= self.per_key {
-            return Err(Refused::Key { max: self.per_key });
-        }
+        let share = self
+            .held
+            .take(key, 1, self.per_key)
+            .map_err(|_| Refused::Key { max: self.per_key })?;
         let permit = self
             .slots
             .clone()
             .try_acquire_owned()
             .map_err(|_| Refused::Node { max: self.max })?;
-        *held.entry(key.clone()).or_default() += 1;
         Ok(ConnectionSlot {
             _permit: permit,
-            held: self.held.clone(),
-            key: key.clone(),
+            _share: share,
         })
     }
 }
 
-/// A slot of a [`KeyShares`] limit: the node-wide permit and one of its key's count.
+/// A slot of a [`KeyShares`] limit: the node-wide permit and one of its key's share.
 #[derive(Debug)]
 struct ConnectionSlot {
     _permit: OwnedSemaphorePermit,
-    held: Arc<std::sync::Mutex<std::collections::HashMap<ApiKeyId, usize>>>,
-    key: ApiKeyId,
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = held.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                held.remove(&self.key);
-            }
-        }
-    }
+    _share: Share<ApiKeyId>,
 }
 
 /// Held in the extensions of a WebSocket connection for as long as jsonrpsee keeps the

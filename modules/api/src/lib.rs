@@ -22,6 +22,7 @@ pub mod raw_answer;
 pub mod raw_tx;
 pub mod replay;
 pub mod rpc_block;
+pub mod shares;
 pub mod state;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -25,8 +25,10 @@ use jsonrpsee::{
 use serde::Serialize;
 use serde_json::Value;
 use simnode_api::{
-    access::CallerAccess, rpc_block::PoolTransaction, ChainEvent, ModuleContext, PoolEvent,
-    RpcError, SyncTarget,
+    access::CallerAccess,
+    rpc_block::PoolTransaction,
+    shares::{Share, Shares},
+    ChainEvent, ModuleContext, PoolEvent, RpcError, SyncTarget,
 };
 
 use crate::{
@@ -97,58 +99,31 @@ fn parse_kind(kind: &str, params: Option<Value>) -> Result<Kind, RpcError> {
 /// connection hold 1,024 subscriptions).
 pub const MAX_CRITERIA_PER_CONNECTION: usize = 100_000;
 
-/// How many addresses and topics each connection's `logs` subscriptions name.
-type CriteriaHeld = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<usize, usize>>>;
-
 pub struct EthPubSub {
     ctx: ModuleContext,
-    criteria: CriteriaHeld,
+    /// How many addresses and topics each connection's `logs` subscriptions name.
+    criteria: Shares<usize>,
 }
 
 impl EthPubSub {
     pub fn new(ctx: ModuleContext) -> Self {
         Self {
             ctx,
-            criteria: CriteriaHeld::default(),
+            criteria: Shares::default(),
         }
     }
 
-    /// A share of `connection`'s [`MAX_CRITERIA_PER_CONNECTION`] for a filter naming `count`.
-    fn take_criteria(&self, connection: usize, count: usize) -> Result<CriteriaShare, RpcError> {
-        let mut held = self.criteria.lock().unwrap_or_else(|e| e.into_inner());
-        let named = held.get(&connection).copied().unwrap_or(0);
-        if named + count > MAX_CRITERIA_PER_CONNECTION {
-            return Err(RpcError::LimitExceeded(format!(
-                "the logs subscriptions of this connection would name {} addresses and \
-                 topics, at most {MAX_CRITERIA_PER_CONNECTION} in all; unsubscribe some",
-                named + count
-            )));
-        }
-        *held.entry(connection).or_default() += count;
-        Ok(CriteriaShare {
-            held: self.criteria.clone(),
-            connection,
-            count,
-        })
-    }
-}
-
-/// A `logs` subscription's share of its connection's criteria, given back when it ends.
-struct CriteriaShare {
-    held: CriteriaHeld,
-    connection: usize,
-    count: usize,
-}
-
-impl Drop for CriteriaShare {
-    fn drop(&mut self) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(named) = held.get_mut(&self.connection) {
-            *named = named.saturating_sub(self.count);
-            if *named == 0 {
-                held.remove(&self.connection);
-            }
-        }
+    /// A share of `connection`'s [`MAX_CRITERIA_PER_CONNECTION`] for a filter naming `count`,
+    /// given back when the subscription ends.
+    fn take_criteria(&self, connection: usize, count: usize) -> Result<Share<usize>, RpcError> {
+        self.criteria
+            .take(&connection, count, MAX_CRITERIA_PER_CONNECTION)
+            .map_err(|would| {
+                RpcError::LimitExceeded(format!(
+                    "the logs subscriptions of this connection would name {would} addresses \
+                     and topics, at most {MAX_CRITERIA_PER_CONNECTION} in all; unsubscribe some"
+                ))
+            })
     }
 }
 
