@@ -490,8 +490,8 @@ fn check_fees(
         )));
     }
     if cap < u128::from(base_fee) {
-        return Err(RpcError::Server(format!(
-            "max fee per gas less than block base fee: address {from}, maxFeePerGas: {cap}, baseFee: {base_fee}"
+        return Err(RpcError::Server(vm_messages::fee_cap_below_base_fee(
+            from, cap, base_fee,
         )));
     }
     Ok(())

@@ -199,6 +199,18 @@ impl<CTX> revm::Inspector<CTX, revm::interpreter::interpreter::EthInterpreter> f
     }
 }
 
+/// geth's refusal of a transaction whose fee cap is under the block's base fee.
+pub fn fee_cap_below_base_fee(caller: Address, fee_cap: u128, base_fee: u64) -> String {
+    format!(
+        "max fee per gas less than block base fee: address {caller}, maxFeePerGas: {fee_cap}, baseFee: {base_fee}"
+    )
+}
+
+/// geth's refusal of a transaction past EIP-7825's cap on its gas.
+pub fn gas_limit_over_cap(gas_limit: u64, cap: u64) -> String {
+    format!("transaction gas limit too high (cap: {cap}, tx: {gas_limit})")
+}
+
 /// geth's wording for transactions that fail validation.
 pub fn invalid_tx_message(err: &InvalidTransaction, caller: Address) -> String {
     match err {
@@ -266,7 +278,7 @@ pub fn invalid_tx_message(err: &InvalidTransaction, caller: Address) -> String {
             format!("EIP-7702 transaction with empty auth list (sender {caller})")
         }
         InvalidTransaction::TxGasLimitGreaterThanCap { gas_limit, cap } => {
-            format!("transaction gas limit too high (cap: {cap}, tx: {gas_limit})")
+            gas_limit_over_cap(*gas_limit, *cap)
         }
         other => other.to_string(),
     }

@@ -220,7 +220,7 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
     // From Osaka no transaction may have more gas than EIP-7825's cap: an estimate above it
     // could not be sent (geth lowers its bound the same way).
     if env.cfg_env.spec.is_enabled_in(SpecId::OSAKA) {
-        hi = hi.min(MAX_TX_GAS_OSAKA);
+        hi = hi.min(revm::primitives::eip7825::TX_GAS_LIMIT_CAP);
     }
     // A price makes the balance an upper bound on the gas (the fee cap's price, as geth).
     if tx.gas_price > 0 {
@@ -323,9 +323,6 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
     }
     Ok(hi)
 }
-
-/// EIP-7825's cap on a transaction's gas, from Osaka on.
-const MAX_TX_GAS_OSAKA: u64 = 1 << 24;
 
 /// The gas a call frame gets for free with a value transfer; part of geth's first guess.
 const CALL_STIPEND: u64 = 2_300;

@@ -12,7 +12,7 @@ use alloy::{
 use revm::DatabaseRef;
 use simnode_api::{
     pool::{kzg_settings, max_cost, SenderState},
-    ModuleContext, RpcError, RpcResult,
+    vm_messages, ModuleContext, RpcError, RpcResult,
 };
 
 /// The execution-apis error code (`_spec/src/error-groups`, referenced by `eth/submit.yaml`)
@@ -175,11 +175,11 @@ fn check(
     let header = ctx.chain.header(head)?.ok_or(RpcError::HeaderNotFound)?;
     let spec_id = ctx.spec.spec_id(head + 1, header.timestamp);
     check_kind(ctx, tx, spec_id, header.timestamp)?;
-    const MAX_TX_GAS: u64 = 1 << 24;
-    if spec_id >= revm::primitives::hardfork::SpecId::OSAKA && tx.gas_limit() > MAX_TX_GAS {
-        return Err(RpcError::Server(format!(
-            "transaction gas limit too high (cap: {MAX_TX_GAS}, tx: {})",
-            tx.gas_limit()
+    let cap = revm::primitives::eip7825::TX_GAS_LIMIT_CAP;
+    if spec_id >= revm::primitives::hardfork::SpecId::OSAKA && tx.gas_limit() > cap {
+        return Err(RpcError::Server(vm_messages::gas_limit_over_cap(
+            tx.gas_limit(),
+            cap,
         )));
     }
     if tx.gas_limit() > header.gas_limit {
@@ -223,10 +223,10 @@ fn check(
     if ctx.pool.mines_on_arrival() {
         let base_fee = ctx.spec.next_base_fee(&header).unwrap_or(0);
         if tx.max_fee_per_gas() < u128::from(base_fee) {
-            return Err(RpcError::Server(format!(
-                "max fee per gas less than block base fee: address {sender}, maxFeePerGas: {}, \
-                 baseFee: {base_fee}",
-                tx.max_fee_per_gas()
+            return Err(RpcError::Server(vm_messages::fee_cap_below_base_fee(
+                sender,
+                tx.max_fee_per_gas(),
+                base_fee,
             )));
         }
     }

@@ -810,7 +810,8 @@ impl Runner<'_> {
                 return Err(RpcError::simulate(
                     SimulateCode::BaseFeeTooLow,
                     format!(
-                        "err: max fee per gas less than block base fee: address {from}, maxFeePerGas: {fee_cap}, baseFee: {base_fee} (supplied gas {gas})"
+                        "err: {} (supplied gas {gas})",
+                        vm_messages::fee_cap_below_base_fee(from, fee_cap, base_fee)
                     ),
                 ));
             }
@@ -1254,9 +1255,10 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
         ),
         I::GasPriceLessThanBasefee => RpcError::simulate(
             SimulateCode::BaseFeeTooLow,
-            msg(format!(
-                "max fee per gas less than block base fee: address {from}, maxFeePerGas: {}, baseFee: {}",
-                call.tx_env.gas_price, call.base_fee
+            msg(vm_messages::fee_cap_below_base_fee(
+                from,
+                call.tx_env.gas_price,
+                call.base_fee,
             )),
         ),
         I::PriorityFeeGreaterThanMaxFee => RpcError::invalid_params(msg(format!(
