@@ -28,8 +28,9 @@ use alloy::{
 use jsonrpsee::{core::RpcResult as JsonRpcResult, proc_macros::rpc, Extensions};
 use serde_json::Value;
 use simnode_api::{
-    rpc_block::PoolTransaction, ApiKeyId, BlockEvent, ChainEvent, ModuleContext, PoolEvent,
-    RpcError, RpcResult,
+    rpc_block::PoolTransaction,
+    shares::{Share, Shares},
+    ApiKeyId, BlockEvent, ChainEvent, ModuleContext, PoolEvent, RpcError, RpcResult,
 };
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
@@ -83,8 +84,8 @@ pub type Changes = FilterChanges<PoolTransaction>;
 struct Installed {
     /// The API key that installed it (none when the node serves without keys, as in tests).
     owner: Option<ApiKeyId>,
-    /// The addresses and topics it names (see [`MAX_CRITERIA_PER_KEY`]).
-    criteria: usize,
+    /// Its share of its key's [`MAX_CRITERIA_PER_KEY`], given back when it goes.
+    _criteria: Share<Option<ApiKeyId>>,
     watch: Watch,
     last_poll: Instant,
 }
@@ -109,6 +110,8 @@ fn key_of(ext: &Extensions) -> Option<ApiKeyId> {
 pub struct EthFilters {
     ctx: ModuleContext,
     installed: Mutex<HashMap<String, Installed>>,
+    /// How many addresses and topics each key's log filters name.
+    criteria: Shares<Option<ApiKeyId>>,
     /// [`FILTER_TIMEOUT`], shorter in tests.
     timeout: Duration,
 }
@@ -171,6 +174,7 @@ impl EthFilters {
         Self {
             ctx,
             installed: Mutex::default(),
+            criteria: Shares::default(),
             timeout: FILTER_TIMEOUT,
         }
     }
@@ -200,24 +204,21 @@ impl EthFilters {
             Watch::Logs { filter, .. } => filter.criteria_count(),
             _ => 0,
         };
-        let named: usize = installed
-            .values()
-            .filter(|f| f.owner == owner)
-            .map(|f| f.criteria)
-            .sum();
-        if named + criteria > MAX_CRITERIA_PER_KEY {
-            return Err(RpcError::LimitExceeded(format!(
-                "the log filters of this key would name {} addresses and topics, at most \
-                 {MAX_CRITERIA_PER_KEY} in all; uninstall some or let them time out",
-                named + criteria
-            )));
-        }
+        let criteria = self
+            .criteria
+            .take(&owner, criteria, MAX_CRITERIA_PER_KEY)
+            .map_err(|would| {
+                RpcError::LimitExceeded(format!(
+                    "the log filters of this key would name {would} addresses and topics, at \
+                     most {MAX_CRITERIA_PER_KEY} in all; uninstall some or let them time out"
+                ))
+            })?;
         let id = new_id()?;
         installed.insert(
             id.clone(),
             Installed {
                 owner,
-                criteria,
+                _criteria: criteria,
                 watch,
                 last_poll: now,
             },
