@@ -29,8 +29,8 @@
 //!   `anvil_setIntervalMining seconds` (a block every so many seconds, as anvil reads it where
 //!   hardhat reads milliseconds; 0 turns it off), `anvil_getAutomine` / `hardhat_getAutomine`.
 //! - The pool: `anvil_dropTransaction` / `hardhat_dropTransaction hash` (anvil's answers the
-//!   hash if it was waiting, else null; hardhat's whether it was, and refuses one a block took), `anvil_dropAllTransactions`,
-//!   `anvil_removePoolTransactions address`.
+//!   hash if it was waiting, else null; hardhat's whether it was, and refuses one a block
+//!   took), `anvil_dropAllTransactions`, `anvil_removePoolTransactions address`.
 //! - `anvil_setCoinbase` / `hardhat_setCoinbase address`: the beneficiary of later blocks.
 //! - `anvil_setNextBlockBaseFeePerGas` / `hardhat_setNextBlockBaseFeePerGas fee`: the next
 //!   block's base fee (the blocks after it derive theirs from it, as EIP-1559 does).

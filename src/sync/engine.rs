@@ -221,6 +221,10 @@ fn invalid_forkchoice() -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-38002, "Invalid forkchoice state", None::<()>)
 }
 
+fn too_deep_reorg() -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(-38006, "Too deep reorg", None::<()>)
+}
+
 fn internal(err: impl std::fmt::Display) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-32603, err.to_string(), None::<()>)
 }
@@ -527,11 +531,7 @@ impl EngineApi {
             return Err(invalid_forkchoice());
         }
         if head.latest.saturating_sub(ancestor) > MAX_REORG_DEPTH {
-            return Err(ErrorObjectOwned::owned(
-                -38006,
-                "Too deep reorg",
-                None::<()>,
-            ));
+            return Err(too_deep_reorg());
         }
         Ok(())
     }
@@ -557,11 +557,7 @@ impl EngineApi {
                 return Ok(Some(PayloadStatus::from_status(PayloadStatusEnum::Syncing)));
             };
             if branch.len() as u64 > MAX_REORG_DEPTH + 1 {
-                return Err(ErrorObjectOwned::owned(
-                    -38006,
-                    "Too deep reorg",
-                    None::<()>,
-                ));
+                return Err(too_deep_reorg());
             }
             cursor = header.parent_hash;
             branch.push((header, body));

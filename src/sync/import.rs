@@ -90,15 +90,18 @@ struct RawBlocks<R> {
     offset: u64,
 }
 
+/// The refusal of block `index` of a file, at byte `offset`, that does not read as a block.
+fn corrupt_block(index: u64, offset: u64, why: String) -> anyhow::Error {
+    anyhow::anyhow!(
+        "block #{index} of the file (byte offset {offset}) is corrupt or truncated: {why}"
+    )
+}
+
 impl<R: std::io::Read> RawBlocks<R> {
     /// The next block's RLP and where it starts; `None` at the end of the file.
     fn next_block(&mut self, index: u64) -> anyhow::Result<Option<(u64, Vec<u8>)>> {
         let at = self.offset;
-        let corrupt = |why: String| {
-            anyhow::anyhow!(
-                "block #{index} of the file (byte offset {at}) is corrupt or truncated: {why}"
-            )
-        };
+        let corrupt = |why: String| corrupt_block(index, at, why);
         let mut first = [0u8; 1];
         if self.reader.read(&mut first)? == 0 {
             return Ok(None);
@@ -151,11 +154,7 @@ pub fn import_blocks(store: &Store, reader: impl std::io::Read) -> anyhow::Resul
                     Err("bytes left over inside the block's list".to_string())
                 }
             })
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "block #{index} of the file (byte offset {offset}) is corrupt or truncated: {e}"
-                )
-            })?;
+            .map_err(|why| corrupt_block(index, offset, why))?;
         index += 1;
         let (header, body) = (block.header.seal_slow(), block.body);
         let number = header.number;
