@@ -50,6 +50,12 @@ pub fn too_late_to_call(code_address: &Address, moved: &[Address], deadline: Ins
         && deadline.saturating_duration_since(Instant::now()) < HEAVY_CALL_ROOM
 }
 
+/// What a call that does not begin (see [`too_late_to_call`]) returns in its place: out of gas,
+/// with all its gas spent, so the run unwinds as any halted call would.
+pub fn call_not_begun(inputs: &CallInputs) -> CallOutcome {
+    CallOutcome::new_oog(inputs.gas_limit, inputs.return_memory_offset.clone(), 0)
+}
+
 /// Why a run was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Abort {
@@ -159,11 +165,7 @@ impl<CTX: ContextTr> Inspector<CTX> for Guard {
             if context.error().is_ok() {
                 *context.error() = Err(ContextError::Custom("run stopped: Deadline".into()));
             }
-            return Some(CallOutcome::new_oog(
-                inputs.gas_limit,
-                inputs.return_memory_offset.clone(),
-                0,
-            ));
+            return Some(call_not_begun(inputs));
         }
         None
     }

@@ -202,11 +202,7 @@ impl<CTX: ContextTr> Inspector<CTX, EthInterpreter> for SimInspector {
             )
         {
             self.timed_out = true;
-            return Some(CallOutcome::new_oog(
-                inputs.gas_limit,
-                inputs.return_memory_offset.clone(),
-                0,
-            ));
+            return Some(simnode_api::guard::call_not_begun(inputs));
         }
         if inputs.scheme == CallScheme::Call {
             if let Some(value) = inputs.transfer_value() {
