@@ -260,16 +260,17 @@ fn simulate_answers_the_same_single_batched_and_over_websocket() {
 }
 
 /// A call past `--rpc.evm-timeout` with more gas than a block holds answers -32016 and stops
-/// running: the node goes idle right after. (eth_call, eth_estimateGas and eth_createAccessList used to answer at the deadline
-/// while the EVM ran on in a blocking thread until the gas was used up, which with
-/// `--rpc.gascap 0` is never.)
+/// running: the node goes idle right after. (eth_call, eth_estimateGas and eth_createAccessList
+/// used to answer at the deadline while the EVM ran on in a blocking thread until the gas was
+/// used up, which with `--rpc.gascap 0` is never.)
 #[cfg(target_os = "linux")]
 #[test]
 fn calls_past_the_deadline_stop_running() {
-    let node = Node::start(
+    let flags = ["--rpc.gascap", "0", "--rpc.evm-timeout", "300"];
+    let dev = Node::start(
         TempDir::new("dev-deadline"),
         Path::new("dev"),
-        &["--dev", "--rpc.gascap", "0", "--rpc.evm-timeout", "300"],
+        &[&["--dev"][..], &flags].concat(),
     );
     let looping = address!("00000000000000000000000000000000000100ff");
     // JUMPDEST PUSH1 0 JUMP: loops until the gas runs out.
@@ -279,23 +280,30 @@ fn calls_past_the_deadline_stop_running() {
     // on their own).
     let no_gas = json!({"from": ADDR0, "to": looping});
     let much_gas = json!({"from": ADDR0, "to": looping, "gas": "0x1000000000"});
-    for (method, call) in [
-        ("eth_call", &no_gas),
-        ("eth_estimateGas", &much_gas),
-        ("eth_createAccessList", &much_gas),
-    ] {
-        let r = node.call(method, json!([call, "latest", overrides]));
+    for (method, call) in [("eth_call", &no_gas), ("eth_createAccessList", &much_gas)] {
+        let r = dev.call(method, json!([call, "latest", overrides]));
         assert_eq!(r["error"]["code"], -32016, "{method}: {r}");
     }
+    // From Osaka (the dev chain's rules) an estimate stays under EIP-7825's 2^24 gas, a run
+    // that ends on its own; before it the estimate's first run has all the gas it is given.
+    // The execution-apis chain is Prague at block 0x2f.
+    let prague = Node::execution_apis(&flags);
+    let r = prague.call(
+        "eth_estimateGas",
+        json!([{"to": looping, "gas": "0x1000000000"}, "0x2f", overrides]),
+    );
+    assert_eq!(r["error"]["code"], -32016, "eth_estimateGas: {r}");
     // Runs stopped at the deadline have ended by now; measure what is still running.
     std::thread::sleep(Duration::from_millis(300));
-    let before = node.cpu_ticks();
-    std::thread::sleep(Duration::from_secs(1));
-    let used = node.cpu_ticks() - before;
-    assert!(
-        used < 30,
-        "the node used {used} ticks of CPU in the second after: a timed-out call still runs"
-    );
+    for node in [&dev, &prague] {
+        let before = node.cpu_ticks();
+        std::thread::sleep(Duration::from_secs(1));
+        let used = node.cpu_ticks() - before;
+        assert!(
+            used < 30,
+            "the node used {used} ticks of CPU in the second after: a timed-out call still runs"
+        );
+    }
 }
 
 /// A dev node signs with the test mnemonic's keys, as geth --dev and anvil do: eth_accounts

@@ -55,6 +55,12 @@ fn abi_usize(word: &[u8]) -> Option<usize> {
     (v <= U256::from(u32::MAX)).then(|| v.saturating_to::<usize>())
 }
 
+/// Whether geth would see `reason` as `vm.ErrOutOfGas` (a memory size past uint64 is its
+/// "gas uint64 overflow" instead).
+pub fn is_out_of_gas(reason: &HaltReason) -> bool {
+    matches!(reason, HaltReason::OutOfGas(why) if *why != OutOfGasError::InvalidOperand)
+}
+
 /// geth's message for a call the EVM halted (its `vm.Err*` texts, without the operands geth
 /// adds to a few of them).
 pub fn halt_message(reason: &HaltReason) -> String {

@@ -229,7 +229,8 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
             .map_err(RpcError::from)?
             .map(|a| a.balance)
             .unwrap_or_default();
-        if tx.value >= balance && !tx.value.is_zero() {
+        // geth compares even a zero value: an empty account cannot pay for any gas.
+        if tx.value >= balance {
             return Err(RpcError::Server(format!(
                 "insufficient funds for transfer: address {} have {balance} want {}",
                 tx.caller, tx.value
@@ -275,15 +276,24 @@ pub fn estimate(prepared: Prepared, block_gas_limit: u64) -> RpcResult<u64> {
         }
     }
     tx.gas_limit = hi;
-    let first = run(&mut db, &env, &precompiles, tx.clone(), &bounds)?;
-    let used = match first {
+    // As geth: a failure more gas could mend (out of gas, a limit under the intrinsic cost or
+    // the EIP-7623 floor) is "gas required exceeds allowance"; any other halt is reported as
+    // itself, since no gas limit would help (an oversized contract, an invalid opcode).
+    let out_of_allowance = || RpcError::Server(format!("gas required exceeds allowance ({hi})"));
+    let first = match attempt(&mut db, &env, &precompiles, tx.clone(), &bounds)? {
+        Ok(outcome) => outcome.result,
+        Err(invalid) if raises_the_limit(&invalid) => return Err(out_of_allowance()),
+        Err(invalid) => return Err(refused(&invalid, tx.caller)),
+    };
+    let used = match &first {
         ExecutionResult::Success { .. } => first.tx_gas_used(),
-        ExecutionResult::Revert { output, .. } => return Err(revert_error(output)),
+        ExecutionResult::Revert { output, .. } => return Err(revert_error(output.clone())),
+        ExecutionResult::Halt { reason, .. } if vm_messages::is_out_of_gas(reason) => {
+            return Err(out_of_allowance())
+        }
         ExecutionResult::Halt { reason, .. } => {
-            return Err(RpcError::Server(format!(
-                "gas required exceeds allowance ({hi}): {}",
-                vm_messages::halt_message(&reason)
-            )))
+            let words = halt_words(&mut db, &env, &precompiles, tx, &bounds, reason)?;
+            return Err(RpcError::Server(words));
         }
     };
     // The search is geth's step for step, so that both give the same estimate: an optimistic
@@ -338,12 +348,18 @@ fn succeeds(
     match attempt.map(|outcome| outcome.result) {
         Ok(ExecutionResult::Success { .. }) => Ok(true),
         Ok(_) => Ok(false),
-        Err(
-            InvalidTransaction::CallGasCostMoreThanGasLimit { .. }
-            | InvalidTransaction::GasFloorMoreThanGasLimit { .. },
-        ) => Ok(false),
+        Err(invalid) if raises_the_limit(&invalid) => Ok(false),
         Err(invalid) => Err(refused(&invalid, caller)),
     }
+}
+
+/// A refusal a higher gas limit mends: under the intrinsic cost or the EIP-7623 floor.
+fn raises_the_limit(invalid: &InvalidTransaction) -> bool {
+    matches!(
+        invalid,
+        InvalidTransaction::CallGasCostMoreThanGasLimit { .. }
+            | InvalidTransaction::GasFloorMoreThanGasLimit { .. }
+    )
 }
 
 fn first_refund_hint(result: &ExecutionResult<HaltReason>) -> u64 {

@@ -321,6 +321,63 @@ async fn estimate_gas_transfer_and_revert() {
     );
 }
 
+/// geth's estimator: a first run more gas would mend (under the intrinsic cost, out of gas)
+/// is "gas required exceeds allowance", bare; another halt is itself; an account that cannot
+/// pay the transfer is refused even with no value.
+#[tokio::test]
+async fn estimate_gas_failures_in_geths_words() {
+    let m = module();
+    let message = |r: &Value| r["error"]["message"].as_str().unwrap_or_default().to_owned();
+    // Calldata makes the intrinsic cost 21032: no limit up to 21000 is enough.
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "to": RETURNS_42, "input": "0xff01", "gas": "0x5208"}]),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert_eq!(message(&r), "gas required exceeds allowance (21000)", "{r}");
+    // Out of gas at the highest limit: the same words, without the halt's.
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "to": RETURNS_42, "gas": "0x5208"}]),
+    )
+    .await;
+    assert_eq!(message(&r), "gas required exceeds allowance (21000)", "{r}");
+    // A contract bigger than 24 KiB is too big at any gas limit.
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "input": "0x620060016000f3"}]),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert_eq!(message(&r), "max code size exceeded", "{r}");
+    // So is an invalid instruction, named as geth names it.
+    let bad = "0x00000000000000000000000000000000000000fe";
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": RICH, "to": bad}, "latest", {bad: {"code": "0xfe"}}]),
+    )
+    .await;
+    assert_eq!(message(&r), "invalid opcode: INVALID", "{r}");
+    // An empty account with a fee cap cannot pay for any gas, value or not.
+    let empty = "0x00000000000000000000000000000000000abcde";
+    let r = call(
+        &m,
+        "eth_estimateGas",
+        json!([{"from": empty, "to": RICH, "maxFeePerGas": "0x1"}]),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(
+        message(&r).starts_with("insufficient funds for transfer"),
+        "{r}"
+    );
+}
+
 #[tokio::test]
 async fn send_raw_transaction_validates() {
     let m = module();
