@@ -694,3 +694,32 @@ async fn health(node: &std::sync::Arc<Node>, query: &str) -> (u16, Value) {
     .expect("health call");
     (status, serde_json::from_str(&text).expect("a JSON body"))
 }
+
+/// A subscription inside a WebSocket batch is refused in the batch's answer, and that answer
+/// is the only one: jsonrpsee would write the subscription's answer to the socket on its own
+/// and again inside the array.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_inside_a_batch_is_refused_in_one_answer() {
+    let node = Node::start(TempDir::new("subs-batch"), Path::new("dev"), &["--dev"]);
+    let mut ws = Ws::connect(&node).await;
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]},
+        {"jsonrpc": "2.0", "id": 2, "method": "eth_blockNumber", "params": []},
+    ]);
+    ws.socket
+        .send(Message::Text(batch.to_string().into()))
+        .await
+        .expect("ws send");
+    let answer = ws
+        .recv(Duration::from_secs(10))
+        .await
+        .expect("an answer in time");
+    let answers = answer.as_array().unwrap_or_else(|| panic!("an array: {answer}"));
+    assert_eq!(answers.len(), 2, "{answer}");
+    assert_eq!(answers[0]["id"], 1, "{answer}");
+    assert_eq!(answers[0]["error"]["code"], -32600, "{answer}");
+    assert_eq!(answers[1]["result"], "0x0", "{answer}");
+    assert_eq!(ws.recv(Duration::from_millis(500)).await, None);
+    // On its own the subscription is served.
+    ws.subscribe(json!(["newHeads"])).await;
+}

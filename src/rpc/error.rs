@@ -22,6 +22,7 @@
 //! | 200  | -32700        | `Parse error`                                  | body is not JSON (jsonrpsee)                                 |
 //! | 200  | -32600        | `Invalid request`                              | JSON but not a JSON-RPC request, or an empty batch (jsonrpsee) |
 //! | 200  | -32602        | `invalid argument N (field): reason`           | a parameter does not decode (named by `param_errors`; methods' own checks name it themselves) |
+//! | 200  | -32600        | `subscriptions cannot be batched: ...` | `eth_subscribe` inside a WebSocket batch (jsonrpsee answers a subscription on the socket at once, so in a batch it would be answered twice) |
 //! | 200  | -32600        | `batch too large`                              | batch over `--rpc.max-batch-size` (geth's: an array of this one error, the first call's id) |
 //! | 200  | -32008        | `The response was too large`                   | answer over `--rpc.max-response-size`                        |
 
@@ -92,6 +93,10 @@ pub enum FrontDoorError {
     /// A subscription method over HTTP, which cannot carry its notifications (geth's answer).
     #[error("notifications not supported")]
     NotificationsUnsupported,
+    /// A subscription inside a WebSocket batch: its answer would go to the socket on its own
+    /// and again inside the batch's array.
+    #[error("subscriptions cannot be batched: send {0} as a request of its own")]
+    SubscriptionInBatch(String),
     #[error("key service unavailable")]
     KeyBackendUnavailable,
     #[error("origin not allowed: {0}")]
@@ -120,6 +125,7 @@ impl FrontDoorError {
             // Method-level errors travel inside a normal JSON-RPC answer.
             Self::MethodNotAvailable { .. }
             | Self::NotificationsUnsupported
+            | Self::SubscriptionInBatch(_)
             | Self::MethodNotAllowedForKey(_) => StatusCode::OK,
         }
     }
@@ -129,7 +135,8 @@ impl FrontDoorError {
             Self::NotFound(_)
             | Self::MethodNotAllowed { .. }
             | Self::UnsupportedContentType
-            | Self::BodyTimeout { .. } => INVALID_REQUEST_CODE,
+            | Self::BodyTimeout { .. }
+            | Self::SubscriptionInBatch(_) => INVALID_REQUEST_CODE,
             Self::MissingKey | Self::InvalidKey | Self::RevokedKey => UNAUTHORIZED_CODE,
             Self::BodyTooLarge { .. } => OVERSIZED_REQUEST_CODE,
             Self::RateLimited { .. }

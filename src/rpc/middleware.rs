@@ -205,6 +205,18 @@ fn notification_may_run(shared: &Shared, extensions: &http::Extensions, method: 
 
 /// The answer of a batch call that would start after the batch's calls used up their time
 /// together.
+/// Whether `request` opens a subscription over a WebSocket. jsonrpsee writes a subscription's
+/// answer to the socket itself, so inside a batch it would be answered twice (over HTTP the
+/// call is refused as a single one would be).
+fn subscribes_over_ws(shared: &Shared, request: &Request<'_>) -> bool {
+    let transport = request.extensions().get::<Transport>().copied();
+    transport == Some(Transport::Ws)
+        && matches!(
+            shared.methods.method(request.method_name()),
+            Some(MethodCallback::Subscription(_))
+        )
+}
+
 fn batch_past_deadline(shared: &Shared) -> ErrorObjectOwned {
     let ms = shared.batch_timeout.map_or(0, |t| t.as_millis());
     ErrorObjectOwned::owned(
@@ -420,6 +432,13 @@ where
                         if deadline.is_some_and(|d| std::time::Instant::now() >= d) =>
                     {
                         MethodResponse::error(request.id, batch_past_deadline(&shared))
+                    }
+                    (Ok(BatchEntry::Call(request)), Ok(()))
+                        if subscribes_over_ws(&shared, &request) =>
+                    {
+                        let refusal =
+                            FrontDoorError::SubscriptionInBatch(request.method_name().to_owned());
+                        MethodResponse::error(request.id, refusal.to_error_object())
                     }
                     (Ok(BatchEntry::Call(request)), Ok(())) => {
                         Self::serve_call(inner.clone(), shared.clone(), request).await
