@@ -714,7 +714,9 @@ async fn a_subscription_inside_a_batch_is_refused_in_one_answer() {
         .recv(Duration::from_secs(10))
         .await
         .expect("an answer in time");
-    let answers = answer.as_array().unwrap_or_else(|| panic!("an array: {answer}"));
+    let answers = answer
+        .as_array()
+        .unwrap_or_else(|| panic!("an array: {answer}"));
     assert_eq!(answers.len(), 2, "{answer}");
     assert_eq!(answers[0]["id"], 1, "{answer}");
     assert_eq!(answers[0]["error"]["code"], -32600, "{answer}");
@@ -722,4 +724,43 @@ async fn a_subscription_inside_a_batch_is_refused_in_one_answer() {
     assert_eq!(ws.recv(Duration::from_millis(500)).await, None);
     // On its own the subscription is served.
     ws.subscribe(json!(["newHeads"])).await;
+}
+
+/// A rewind deeper than the event channel holds (a dev `evm_revert` of 1,100 blocks) reaches
+/// subscribers as one removal: none falls behind and is closed. (Sent block by block, the
+/// removals outran the subscribers and every one was closed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deep_rewind_closes_no_subscription() {
+    let node = std::sync::Arc::new(Node::start(
+        TempDir::new("subs-deep"),
+        Path::new("dev"),
+        &["--dev"],
+    ));
+    let snapshot = http(&node, "evm_snapshot", json!([])).await;
+    http(&node, "anvil_mine", json!(["0x44c"])).await;
+    let mut ws = Ws::connect(&node).await;
+    let mut heads = Vec::new();
+    for _ in 0..4 {
+        heads.push(ws.subscribe(json!(["newHeads"])).await);
+        ws.subscribe(json!(["logs"])).await;
+    }
+    assert_eq!(http(&node, "evm_revert", json!([snapshot])).await, true);
+    http(&node, "evm_mine", json!([])).await;
+    let notes = ws
+        .notifications(Duration::from_secs(5), |got| {
+            got.iter()
+                .filter(|n| n["params"]["result"]["number"] == "0x1")
+                .count()
+                >= heads.len()
+        })
+        .await;
+    assert!(
+        notes.iter().all(|n| n["params"]["error"].is_null()),
+        "{notes:?}"
+    );
+    for sub in &heads {
+        let got = results_of(&notes, sub);
+        assert_eq!(got.len(), 1, "{sub}: {notes:?}");
+        assert_eq!(got[0]["number"], "0x1");
+    }
 }

@@ -778,15 +778,20 @@ impl Store {
         }
         self.commit(tx)?;
         self.reload_head()?;
-        for ((header, body), (senders, receipts)) in unwound.iter().zip(left) {
-            self.events.send(ChainEvent::Removed(Arc::new(BlockEvent {
-                block: StoredBlock {
-                    header: header.clone(),
-                    body: body.clone(),
-                    senders,
-                },
-                receipts,
-            })));
+        if announce {
+            let removed = unwound
+                .iter()
+                .zip(left)
+                .map(|((header, body), (senders, receipts))| BlockEvent {
+                    block: StoredBlock {
+                        header: header.clone(),
+                        body: body.clone(),
+                        senders,
+                    },
+                    receipts,
+                })
+                .collect();
+            self.events.send(ChainEvent::Removed(Arc::new(removed)));
         }
         Ok(unwound)
     }

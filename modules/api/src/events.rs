@@ -27,9 +27,10 @@ pub struct BlockEvent {
 pub enum ChainEvent {
     /// The block became the head, on top of the previous one.
     Added(Arc<BlockEvent>),
-    /// The block left the canonical chain (a reorg or rewind); blocks leave lowest first, the
-    /// order geth announces their removed logs in.
-    Removed(Arc<BlockEvent>),
+    /// Blocks left the canonical chain (a reorg or rewind), lowest first, the order geth
+    /// announces their removed logs in. One event for the whole rewind: a rewind of thousands
+    /// of blocks sent block by block outran every subscriber's share of the channel.
+    Removed(Arc<Vec<BlockEvent>>),
 }
 
 /// A transaction that entered the pool.

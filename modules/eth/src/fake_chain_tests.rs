@@ -327,7 +327,12 @@ async fn estimate_gas_transfer_and_revert() {
 #[tokio::test]
 async fn estimate_gas_failures_in_geths_words() {
     let m = module();
-    let message = |r: &Value| r["error"]["message"].as_str().unwrap_or_default().to_owned();
+    let message = |r: &Value| {
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
     // Calldata makes the intrinsic cost 21032: no limit up to 21000 is enough.
     let r = call(
         &m,

@@ -257,7 +257,10 @@ impl EthFilters {
                         .iter()
                         .flat_map(|event| match event {
                             ChainEvent::Added(block) => block_logs(filter, block, false),
-                            ChainEvent::Removed(block) => block_logs(filter, block, true),
+                            ChainEvent::Removed(blocks) => blocks
+                                .iter()
+                                .flat_map(|block| block_logs(filter, block, true))
+                                .collect(),
                         })
                         .collect(),
                 )

@@ -245,7 +245,7 @@ async fn follow_chain(
             }
             // A head that left the chain is not announced; its replacement is.
             (ChainEvent::Removed(_), None) => Ok(()),
-            (ChainEvent::Added(block) | ChainEvent::Removed(block), Some(filter))
+            (ChainEvent::Added(block), Some(filter))
                 if !filter.covers_block(block.block.number()) =>
             {
                 Ok(())
@@ -257,12 +257,12 @@ async fn follow_chain(
                 )
                 .await
             }
-            (ChainEvent::Removed(block), Some(filter)) => {
-                send_all(
-                    &sink,
-                    block_logs(filter, &block.block, &block.receipts, true),
-                )
-                .await
+            (ChainEvent::Removed(blocks), Some(filter)) => {
+                let removed = blocks
+                    .iter()
+                    .filter(|block| filter.covers_block(block.block.number()))
+                    .flat_map(|block| block_logs(filter, &block.block, &block.receipts, true));
+                send_all(&sink, removed.collect()).await
             }
         };
         if sent.is_err() {
