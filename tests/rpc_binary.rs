@@ -613,3 +613,33 @@ fn a_revoked_key_stops_receiving_its_subscriptions() {
         assert_eq!(heads(&after), 0, "heads after the revocation: {after:?}");
     });
 }
+
+/// Limits that would make the node refuse everything, or that it cannot honour, are refused
+/// when it starts, with the flag named (clap's usage error, exit code 2), before any datadir
+/// is touched.
+#[test]
+fn unusable_limits_are_refused_at_start() {
+    for (flag, value) in [
+        ("--rpc.max-connections", "0"),
+        ("--ws.max-connections", "0"),
+        ("--rpc.max-request-size", "0"),
+        ("--rpc.max-response-size", "0"),
+        ("--rpc.max-batch-size", "0"),
+        ("--rpc.threads", "100000"),
+        ("--ws.ping-interval", "18446744073709551615"),
+        ("--api-key", "ÄÖ"),
+    ] {
+        let scratch = TempDir::new("refused-limit");
+        let datadir = scratch.path().join("dd");
+        let out = Command::new(env!("CARGO_BIN_EXE_simnode"))
+            .args(["node", "--dev", "--datadir"])
+            .arg(&datadir)
+            .args([flag, value])
+            .output()
+            .expect("run simnode");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(flag), "{flag} {value}: {stderr}");
+        assert!(!datadir.exists(), "{flag} {value} made the datadir");
+    }
+}

@@ -108,35 +108,36 @@ pub struct RpcArgs {
     pub min_tip: Option<u128>,
 
     /// Largest HTTP request body, and largest WebSocket message, in bytes.
-    #[arg(long = "rpc.max-request-size", default_value_t = 5 * MIB)]
+    #[arg(long = "rpc.max-request-size", default_value_t = 5 * MIB, value_parser = at_least_one_u32())]
     pub max_request_size: u32,
     /// Largest response (a whole batch counts as one), in bytes.
-    #[arg(long = "rpc.max-response-size", default_value_t = 50 * MIB)]
+    #[arg(long = "rpc.max-response-size", default_value_t = 50 * MIB, value_parser = at_least_one_u32())]
     pub max_response_size: u32,
     /// Most requests in one batch; a larger batch is answered with one error.
-    #[arg(long = "rpc.max-batch-size", default_value_t = 100)]
+    #[arg(long = "rpc.max-batch-size", default_value_t = 100, value_parser = at_least_one_u32())]
     pub max_batch_size: u32,
     /// Most HTTP requests being served and WebSocket connections open, together; past it a
     /// request or upgrade is answered with HTTP 503 (-32005 "too many connections").
-    #[arg(long = "rpc.max-connections", default_value_t = 500)]
+    #[arg(long = "rpc.max-connections", default_value_t = 500, value_parser = at_least_one_u32())]
     pub max_connections: u32,
     /// Seconds a request's body may take to arrive after its headers; past it the request is
     /// answered with HTTP 408 and its connection slot freed.
     #[arg(long = "http.read-timeout", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub read_timeout_secs: u64,
     /// Most open WebSocket connections; more are refused with HTTP 503.
-    #[arg(long = "ws.max-connections", default_value_t = 100)]
+    #[arg(long = "ws.max-connections", default_value_t = 100, value_parser = at_least_one_u32())]
     pub max_ws_connections: u32,
     /// Threads serving RPC connections (each connection stays on one); 0: one per CPU core.
-    #[arg(long = "rpc.threads", default_value_t = 0)]
+    #[arg(long = "rpc.threads", default_value_t = 0, value_parser = threads_arg)]
     pub threads: usize,
     /// Microseconds an RPC thread with a single connection stays awake after an answer,
     /// waiting for that client's next request, before it sleeps; 0: never spin.
     #[arg(long = "rpc.spin-us", default_value_t = 200)]
     pub spin_us: u64,
     /// Seconds between the server's WebSocket pings; a connection that misses three is closed.
-    /// 0 turns pings off (clients' pings are still answered).
-    #[arg(long = "ws.ping-interval", default_value_t = 30)]
+    /// 0 turns pings off (clients' pings are still answered). At most a day.
+    #[arg(long = "ws.ping-interval", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(..=MAX_PING_INTERVAL_SECS))]
     pub ws_ping_interval: u64,
     /// Browser origins allowed to call the HTTP endpoint (CORS), comma-separated, e.g.
     /// `https://app.example.com`; `*` any (the key in the path authenticates), `none` no CORS
@@ -507,15 +508,39 @@ pub async fn start(
     })
 }
 
+/// A size or count limit of 0 would refuse every request (0 means "no limit" nowhere here).
+fn at_least_one_u32() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..)
+}
+
+/// Most `--rpc.threads`: far more than any machine has cores, and far fewer than the threads
+/// a process may start.
+const MAX_RPC_THREADS: usize = 1024;
+
+fn threads_arg(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n <= MAX_RPC_THREADS => Ok(n),
+        Ok(_) => Err(format!(
+            "at most {MAX_RPC_THREADS} threads (0: one per CPU core)"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Most seconds between WebSocket pings: a day (three missed pings close a connection).
+const MAX_PING_INTERVAL_SECS: u64 = 86_400;
+
 /// An `--api-key` a URL can carry as its last path segment (`/v3/<KEY>`, not percent-decoded):
 /// one that cannot would be a key no request can use.
 fn api_key_arg(key: &str) -> Result<String, String> {
-    let unusable = |c: char| c.is_whitespace() || c.is_control() || "/?#%".contains(c);
+    // RFC 3986's unreserved characters: the ones every client sends as they are. Others are
+    // percent-encoded by some clients and not by others, and the path is matched undecoded.
+    let usable = |c: char| c.is_ascii_alphanumeric() || "-._~".contains(c);
     // `.` and `..` are path segments clients resolve away (RFC 3986 §5.2.4) before sending.
     let dot_segment = key == "." || key == "..";
-    if key.is_empty() || dot_segment || key.chars().any(unusable) {
+    if key.is_empty() || dot_segment || !key.chars().all(usable) {
         return Err(format!(
-            "{key:?} cannot be sent in a URL path as /v3/<KEY>: use letters, digits, '-', '_' or '.'"
+            "{key:?} cannot be sent in a URL path as /v3/<KEY>: use ASCII letters, digits, '-', '_', '.' or '~'"
         ));
     }
     Ok(key.to_string())
@@ -632,10 +657,12 @@ pub async fn shutdown_signal() {
 mod api_key_arg_tests {
     #[test]
     fn keys_a_url_cannot_carry_are_refused() {
-        for bad in ["", "a/b", "a b", "x?y", "x#y", "50%", "tab\t", ".", ".."] {
+        for bad in [
+            "", "a/b", "a b", "x?y", "x#y", "50%", "tab\t", ".", "..", "ÄÖ", "a<b", "a{b", "a`b",
+        ] {
             assert!(super::api_key_arg(bad).is_err(), "{bad:?}");
         }
-        for good in ["mykey", "f7caa248-1b2c", "a_b.c", "..."] {
+        for good in ["mykey", "f7caa248-1b2c", "a_b.c", "...", "a~b"] {
             assert_eq!(super::api_key_arg(good).as_deref(), Ok(good));
         }
     }

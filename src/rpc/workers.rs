@@ -144,16 +144,26 @@ impl Workers {
     pub fn start(threads: usize, spin: Duration) -> std::io::Result<Self> {
         let mut workers = Vec::new();
         for index in 0..threads.max(1) {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let handle = runtime.handle().clone();
-            let load = Arc::new(WorkerLoad::new());
+            let (started, handle) = std::sync::mpsc::channel();
             let (stop, stopped) = oneshot::channel::<()>();
+            let load = Arc::new(WorkerLoad::new());
             let thread_load = load.clone();
+            // The runtime is built, and dropped, on its own thread: one left in the caller's
+            // hands by a failed start would be dropped inside the async caller, which panics.
             let thread = std::thread::Builder::new()
                 .name(format!("simnode-rpc-{index}"))
                 .spawn(move || {
+                    let runtime = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(runtime) => runtime,
+                        Err(err) => {
+                            let _ = started.send(Err(err));
+                            return;
+                        }
+                    };
+                    let _ = started.send(Ok(runtime.handle().clone()));
                     CURRENT.with(|current| *current.borrow_mut() = Some(thread_load.clone()));
                     runtime.block_on(async move {
                         if !spin.is_zero() {
@@ -163,6 +173,9 @@ impl Workers {
                         let _ = stopped.await;
                     });
                 })?;
+            let handle = handle.recv().unwrap_or_else(|_| {
+                Err(std::io::Error::other("an RPC thread ended as it started"))
+            })?;
             workers.push(Worker {
                 runtime: handle,
                 load,

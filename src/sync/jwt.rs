@@ -53,18 +53,28 @@ impl JwtSecret {
         Ok(Self(bytes))
     }
 
-    /// Reads the secret file, or creates it with a random secret when it does not exist.
+    /// Reads the secret file, or creates it with a random secret when it does not exist,
+    /// readable by its owner alone (it lets whoever reads it drive the node's chain).
     pub fn load_or_create(path: &Path) -> anyhow::Result<Self> {
+        let named = |e: std::io::Error| anyhow::anyhow!("JWT secret {}: {e}", path.display());
         if path.exists() {
-            let text = std::fs::read_to_string(path)?;
+            let text = std::fs::read_to_string(path).map_err(named)?;
             return Self::from_hex(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
         }
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            std::fs::create_dir_all(dir).map_err(named)?;
         }
-        std::fs::write(path, hex::encode(bytes))?;
+        let mut file = std::fs::OpenOptions::new();
+        file.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+        std::io::Write::write_all(
+            &mut file.open(path).map_err(named)?,
+            hex::encode(bytes).as_bytes(),
+        )
+        .map_err(named)?;
         Ok(Self(bytes))
     }
 
@@ -191,6 +201,24 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A secret the node makes is its owner's alone, and read back the same on the next start.
+    #[cfg(unix)]
+    #[test]
+    fn a_created_secret_is_private_and_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("simnode-jwt-{}", std::process::id()));
+        let path = dir.join("jwt.hex");
+        let made = JwtSecret::load_or_create(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        let again = JwtSecret::load_or_create(&path).unwrap();
+        assert_eq!(again.validate(&made.token()), Ok(()));
+        // A secret path that is a directory is named in the error.
+        let err = JwtSecret::load_or_create(&dir).err().unwrap().to_string();
+        assert!(err.contains(&dir.display().to_string()), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn token_round_trip_and_rejections() {
