@@ -847,6 +847,11 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
     run_to(args, &mut out)
 }
 
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
 /// Runs `simnode keys ...`, writing what it prints to `out` (tests read it).
 pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<()> {
     match args.action {
@@ -866,11 +871,19 @@ pub fn run_to(args: KeysArgs, out: &mut impl std::io::Write) -> anyhow::Result<(
                 .open()?
                 .add(&name, KeyLimits::from(&limits), access)?;
             writeln!(out, "{key}")?;
-            writeln!(out, "id {}  name {}", record.id, record.name)?;
-            writeln!(out, "HTTP: POST /v3/{key}   WebSocket: /ws/v3/{key}")?;
-            writeln!(out, "The key is shown only now; simnode stores its hash.")?;
-            // After the key: scripts read it from the first line.
-            warn_unserved(out, &patterns)?;
+            out.flush()?;
+            // Scripts read the key from the first line and may stop reading there (`head -1`):
+            // the key is stored and printed, so a closed pipe after it is no failure.
+            let rest = (|| {
+                writeln!(out, "id {}  name {}", record.id, record.name)?;
+                writeln!(out, "HTTP: POST /v3/{key}   WebSocket: /ws/v3/{key}")?;
+                writeln!(out, "The key is shown only now; simnode stores its hash.")?;
+                warn_unserved(out, &patterns)
+            })();
+            match rest {
+                Err(err) if is_broken_pipe(&err) => {}
+                other => other?,
+            }
         }
         KeysAction::List { datadir } => {
             let records = datadir.open()?.list()?;
@@ -1106,6 +1119,45 @@ mod tests {
             !written.contains("origins") && !written.contains("methods"),
             "{written}"
         );
+    }
+
+    /// A reader that takes the key line and goes (`| head -1`) does not make `keys add` fail
+    /// once the key is stored and printed.
+    #[test]
+    fn keys_add_succeeds_when_the_reader_leaves_after_the_key() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            keys: KeysArgs,
+        }
+        /// Takes one line, then the pipe is closed.
+        struct HeadOne(Vec<u8>);
+        impl std::io::Write for HeadOne {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if self.0.contains(&b'\n') {
+                    return Err(std::io::ErrorKind::BrokenPipe.into());
+                }
+                self.0.extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("simnode-keys-head-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let datadir = dir.display().to_string();
+        let cli = Cli::parse_from(["keys", "add", "scripted", "--datadir", &datadir]);
+        let mut out = HeadOne(Vec::new());
+        run_to(cli.keys, &mut out).expect("stored and printed");
+        let key = String::from_utf8(out.0).unwrap();
+        assert_eq!(key.trim().len(), 32, "{key}");
+        // Failing to print the key itself is still an error.
+        let cli = Cli::parse_from(["keys", "add", "unseen", "--datadir", &datadir]);
+        let mut closed = HeadOne(b"\n".to_vec());
+        assert!(run_to(cli.keys, &mut closed).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
