@@ -15,7 +15,7 @@ use std::{
 };
 
 use serde_json::{json, Value};
-use support::{free_port, http_post, simnode_bin, TempDir};
+use support::{free_port, http_post, http_request, simnode_bin, TempDir};
 
 /// A child process killed when dropped.
 struct Proc(Child);
@@ -185,6 +185,15 @@ impl Replica {
             &[("Content-Type", "application/json")],
             body.to_string().as_bytes(),
         ) {
+            Ok((status, text)) => (status, serde_json::from_str(&text).unwrap_or(Value::Null)),
+            Err(_) => (0, Value::Null),
+        }
+    }
+
+    /// `GET /health`: status and `status` field.
+    fn health(&self) -> (u16, Value) {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        match http_request(addr, "GET", "/health", &[], b"") {
             Ok((status, text)) => (status, serde_json::from_str(&text).unwrap_or(Value::Null)),
             Err(_) => (0, Value::Null),
         }
@@ -383,7 +392,13 @@ fn two_replicas_share_keys_limits_and_usage_in_redis() {
         assert_eq!(body["error"]["code"], -32603, "{body}");
         // An unknown key cannot be told apart from a known one without Redis: also 503.
         assert_eq!(replica.chain_id("0123456789abcdef0123456789abcdef").0, 503);
+        // A balancer asking /health is told so.
+        let (status, body) = replica.health();
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["status"], "error", "{body}");
     }
+    // Serving known keys, a fail-open node stays in rotation.
+    assert_eq!(lenient.health().0, 200);
 
     // With --redis.fail-open a key seen before is still served (by the local limiter), an
     // unknown one is not.
@@ -400,6 +415,7 @@ fn two_replicas_share_keys_limits_and_usage_in_redis() {
             Duration::from_secs(10),
             || replica.chain_id(&probe).0 == 200,
         );
+        assert_eq!(replica.health().0, 200);
         assert_eq!(replica.chain_id(&doomed).0, 401, "revocation survives");
     }
     // The store is the one that came back (keys and usage were saved before the stop).

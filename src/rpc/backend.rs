@@ -34,6 +34,15 @@ impl KeyBackend {
         }
     }
 
+    /// Why every keyed request is refused now, if it is (see `RedisKeys::refusing_requests`);
+    /// the embedded registry always answers.
+    pub async fn refusing_requests(&self) -> Option<String> {
+        match self {
+            Self::Embedded(_) => None,
+            Self::Redis(redis) => redis.refusing_requests().await,
+        }
+    }
+
     /// Checks the key is still valid and charges `cost` requests to it.
     pub async fn charge(&self, entry: &KeyEntry, cost: u32) -> Result<(), FrontDoorError> {
         match self {

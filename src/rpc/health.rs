@@ -9,7 +9,9 @@
 //! - 503 `"status":"stale"` when the caller asked `?max_head_age=SECONDS` and the head block is
 //!   older than that (a consensus client that stopped sending blocks looks in sync otherwise);
 //! - 503 `"status":"error"` when the head block cannot be read, or the disk refused a write
-//!   (the node then stores no more blocks until it is restarted);
+//!   (the node then stores no more blocks until it is restarted), or the key service
+//!   (`--keys-backend redis` without `--redis.fail-open`) does not answer, so every keyed
+//!   request is refused;
 //! - 400 for a query it does not understand, naming it.
 //!
 //! Numbers are plain JSON numbers (this is for operators' tools, not a JSON-RPC answer).
@@ -33,9 +35,24 @@ impl std::fmt::Debug for HealthSource {
     }
 }
 
-/// The answer to a health request (`method` is GET or HEAD; `query` the URI's query string).
-pub fn answer(chain: &dyn ChainView, method: &Method, query: Option<&str>) -> HttpResponse {
-    let (status, body) = match check(chain, query, now_secs()) {
+/// The answer to a health request (`method` is GET or HEAD; `query` the URI's query string;
+/// `key_service` why the key service refuses every request, if it does).
+pub fn answer(
+    chain: &dyn ChainView,
+    key_service: Option<&str>,
+    method: &Method,
+    query: Option<&str>,
+) -> HttpResponse {
+    let checked = check(chain, query, now_secs()).map(|report| match key_service {
+        Some(why) => unhealthy(
+            "error",
+            json!(format!(
+                "the key service does not answer ({why}): every request is refused with 503"
+            )),
+        ),
+        None => report,
+    });
+    let (status, body) = match checked {
         Ok(report) => report,
         Err(problem) => (
             StatusCode::BAD_REQUEST,

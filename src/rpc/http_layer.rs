@@ -601,8 +601,15 @@ where
                 };
                 let method = req.method().clone();
                 let query = req.uri().query().map(str::to_owned);
+                let keys = self.shared.keys.clone();
                 return Box::pin(async move {
-                    let response = health::answer(chain.as_ref(), &method, query.as_deref());
+                    let key_service = keys.refusing_requests().await;
+                    let response = health::answer(
+                        chain.as_ref(),
+                        key_service.as_deref(),
+                        &method,
+                        query.as_deref(),
+                    );
                     metrics::http_response(response.status().as_u16());
                     Ok(response)
                 });

@@ -410,7 +410,15 @@ pub async fn start(
                 redis_keys::RedisKeys::new(url, config.default_limits, config.redis_fail_open)
                     .context("--redis-url")?;
             tracing::info!(target: "simnode::rpc", fail_open = config.redis_fail_open, "API keys, limits and usage in redis (keys in the datadir are not used)");
-            KeyBackend::Redis(Arc::new(redis))
+            let redis = Arc::new(redis);
+            // Said at start, not at the first refused request.
+            let probe = redis.clone();
+            tokio::spawn(async move {
+                if let Some(why) = probe.refusing_requests().await {
+                    tracing::warn!(target: "simnode::rpc", %why, "redis does not answer: keyed requests get 503 and /health says error until it does");
+                }
+            });
+            KeyBackend::Redis(redis)
         }
     };
 

@@ -396,6 +396,21 @@ impl RedisKeys {
         })
     }
 
+    /// Why requests are refused for want of Redis, if they are: it does not answer a PING in
+    /// time and `--redis.fail-open` is off (with it, known keys are still served).
+    pub async fn refusing_requests(&self) -> Option<String> {
+        if self.fail_open {
+            return None;
+        }
+        let mut con = self.con.clone();
+        let ping = redis::cmd("PING");
+        match tokio::time::timeout(REDIS_TIMEOUT, ping.query_async::<String>(&mut con)).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(err)) => Some(err.to_string()),
+            Err(_) => Some(format!("no answer in {} ms", REDIS_TIMEOUT.as_millis())),
+        }
+    }
+
     fn cached(&self, hash: &KeyHash) -> Option<(Arc<KeyEntry>, Instant)> {
         self.cache
             .read()
