@@ -17,7 +17,7 @@ use crate::{
     pending::{NextBlockRules, NodeView, PendingBlocks},
     pool::Pool,
     rpc::{self, RpcConfig},
-    store::Store,
+    store::{ChainOrigin, Store},
     sync::{
         dev,
         engine::{self, EngineApi},
@@ -96,6 +96,28 @@ pub fn open_store(args: &ChainArgs) -> anyhow::Result<(Arc<Store>, NodeChain)> {
     Ok((Arc::new(store), chain))
 }
 
+/// Notes where the datadir's blocks come from, and refuses `--dev` on a followed chain: a dev
+/// node would mine its own blocks onto it and mark them final, which no consensus client could
+/// undo. (A datadir holding only its genesis may become either.)
+fn record_origin(store: &Store, dir: &std::path::Path, dev: bool) -> anyhow::Result<()> {
+    let origin = store.origin()?;
+    let head = store.head().latest;
+    match (dev, origin) {
+        (true, Some(ChainOrigin::Followed)) if head > 0 => anyhow::bail!(
+            "{} holds a chain imported or followed from a consensus client (head #{head}); \
+             --dev would mine blocks onto it and mark them final for good. Run --dev on a copy \
+             (cp -a) or on a new datadir",
+            dir.display()
+        ),
+        (true, Some(ChainOrigin::Dev)) | (false, Some(_)) => Ok(()),
+        (true, _) => Ok(store.set_origin(ChainOrigin::Dev)?),
+        // A new datadir; one from before the origin was recorded whose every block is final
+        // may be either, and stays unrecorded.
+        (false, None) if head == 0 => Ok(store.set_origin(ChainOrigin::Followed)?),
+        (false, None) => Ok(()),
+    }
+}
+
 pub fn run(mut args: NodeArgs) -> anyhow::Result<()> {
     // `--dev` without a datadir runs on a fresh temporary chain, like anvil.
     let temp_dir = if args.dev && args.chain.datadir.is_none() {
@@ -119,6 +141,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     args.cache.apply();
     let (store, chain) = open_store(&args.chain)?;
     let dir = datadir(&args.chain);
+    record_origin(&store, &dir, args.dev)?;
     let spec = Arc::new(chain.spec.clone());
     let pool = Arc::new(if args.dev {
         Pool::default()

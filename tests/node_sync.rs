@@ -1358,3 +1358,26 @@ fn a_delegated_sender_has_one_transaction_in_flight() {
     let replacement = send(0, 20 * gwei);
     assert!(replacement["result"].is_string(), "{replacement}");
 }
+
+/// `--dev` on a datadir holding an imported (or followed) chain is refused before it touches
+/// it: a dev node would mine its own blocks onto the chain and mark them final for good.
+#[test]
+fn dev_mode_refuses_a_followed_chain() {
+    let datadir = TempDir::new("dev-on-followed");
+    let (ok, text) = import(datadir.path(), &conformance_dir().join("chain.rlp"));
+    assert!(ok, "{text}");
+    let out = Command::new(simnode_bin())
+        .args(["node", "--dev", "--chain"])
+        .arg(execution_apis_genesis())
+        .arg("--datadir")
+        .arg(datadir.path())
+        .output()
+        .expect("run simnode node");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--dev would mine"), "{stderr}");
+    // Nothing was changed: the chain has no finalized block, and no dev key was made.
+    let node = Node::start(datadir, &execution_apis_genesis(), &[]);
+    let r = node.call("eth_getBlockByNumber", json!(["finalized", false]));
+    assert!(r["error"].is_object() || r["result"].is_null(), "{r}");
+}

@@ -89,6 +89,17 @@ const META_SAFE: &str = "safe";
 const META_FINALIZED: &str = "finalized";
 /// A dev chain's instance number (`anvil_metadata`'s instance id), renewed by a reset.
 const META_DEV_INSTANCE: &str = "dev_instance";
+/// Where the datadir's blocks come from (see [`ChainOrigin`]), once known.
+const META_ORIGIN: &str = "origin";
+
+/// Where a datadir's blocks come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainOrigin {
+    /// Mined here by a `--dev` node.
+    Dev = 1,
+    /// Imported from chain files or received from a consensus client.
+    Followed = 2,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -293,6 +304,33 @@ impl Store {
         let tx = self.db.begin_read()?;
         let meta = tx.open_table(META)?;
         Ok(meta.get(META_DEV_INSTANCE)?.map(|v| v.value()))
+    }
+
+    /// Where this datadir's blocks come from, as recorded by [`Store::set_origin`]. Datadirs
+    /// made before it was recorded are judged by their head: a dev node keeps every block
+    /// final, a followed chain's head is newer than its finalized block (or none is).
+    pub fn origin(&self) -> Result<Option<ChainOrigin>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let meta = tx.open_table(META)?;
+        let recorded = meta.get(META_ORIGIN)?.map(|v| v.value());
+        Ok(match recorded {
+            Some(1) => Some(ChainOrigin::Dev),
+            Some(_) => Some(ChainOrigin::Followed),
+            None => {
+                let head = self.head();
+                match (head.latest, head.finalized) {
+                    (0, _) => None,
+                    (latest, Some(finalized)) if finalized == latest => None,
+                    _ => Some(ChainOrigin::Followed),
+                }
+            }
+        })
+    }
+
+    pub fn set_origin(&self, origin: ChainOrigin) -> Result<(), StoreError> {
+        let tx = self.begin_write()?;
+        tx.open_table(META)?.insert(META_ORIGIN, origin as u64)?;
+        self.commit(tx)
     }
 
     /// Names a new dev chain in this datadir (`anvil_reset`, or the first `anvil_metadata`).

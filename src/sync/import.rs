@@ -36,6 +36,9 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let (store, _chain) = open_store(&args.chain)?;
+    if store.origin()?.is_none() {
+        store.set_origin(crate::store::ChainOrigin::Followed)?;
+    }
     for (file, handle) in opened {
         let stats = import_from(&store, file, handle)?;
         println!(
