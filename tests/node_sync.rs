@@ -75,6 +75,63 @@ fn import_reads_a_pipe_once() {
         .expect("the whole chain written");
 }
 
+/// An import waiting on a pipe whose writer stalled has made what it imported durable: killed
+/// there, it loses none of those blocks.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_import_waiting_on_a_stalled_pipe_has_synced_its_blocks() {
+    use std::io::Write;
+    let dir = TempDir::new("import-stall");
+    let fifo = dir.path().join("chain.fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success());
+    let datadir = TempDir::new("import-stall-data");
+    let mut import = Command::new(simnode_bin())
+        .args(["import", "--chain"])
+        .arg(execution_apis_genesis())
+        .arg("--datadir")
+        .arg(datadir.path())
+        .arg(&fifo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn simnode import");
+    let blocks = chain_blocks();
+    let mut first = Vec::new();
+    for block in &blocks[..28] {
+        block.encode(&mut first);
+    }
+    // The writer stays open: the import waits for more.
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the fifo");
+    writer.write_all(&first).expect("write 28 blocks");
+    writer.flush().expect("flush");
+    // Waiting in the pipe's read means the 28 blocks are in.
+    let wchan = format!("/proc/{}/wchan", import.id());
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let waiting = std::fs::read_to_string(&wchan).unwrap_or_default();
+        if waiting.contains("pipe_read") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the import never waited on the pipe ({waiting})"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    import.kill().expect("kill the import");
+    import.wait().expect("reap the import");
+    drop(writer);
+    let (head, _) = stored_head(datadir.path());
+    assert_eq!(head, 28);
+}
+
 /// Head number and hash, and a check that every block up to the head is whole.
 fn stored_head(datadir: &Path) -> (u64, B256) {
     let chain = simnode::chain::load(execution_apis_genesis().to_str().expect("utf8 path"))

@@ -3,12 +3,14 @@
 //! import is finished by running it again.
 //!
 //! Each block is still its own commit, but commits do not wait for the disk one by one: the
-//! database is synced every [`SYNC_EVERY`] and at the end, so a crash costs at most the
-//! blocks of the last quarter second, which the re-run imports again. (Syncing every block
+//! database is synced every [`SYNC_EVERY`], before a read that may wait on the file or pipe,
+//! and at the end, so a crash costs at most the blocks of the last quarter second, which the
+//! re-run imports again. (Syncing every block
 //! held a fifth of the import's wall time; a sync every second instead of every quarter
 //! second was no faster and held more unsynced pages in memory.)
 
 use std::{
+    io::Read,
     path::Path,
     time::{Duration, Instant},
 };
@@ -74,8 +76,7 @@ impl ImportStats {
 
 /// Imports the blocks `handle` (opened from `path`, which names it in errors) reads to its end.
 fn import_from(store: &Store, path: &Path, handle: std::fs::File) -> anyhow::Result<ImportStats> {
-    let reader = std::io::BufReader::with_capacity(1 << 20, handle);
-    import_blocks(store, reader).with_context(|| format!("importing {}", path.display()))
+    import_blocks(store, handle).with_context(|| format!("importing {}", path.display()))
 }
 
 /// How often an import syncs the database to disk.
@@ -88,7 +89,7 @@ const MAX_BLOCK_BYTES: u64 = 256 << 20;
 /// The blocks of a chain file, read one at a time: an export can be far larger than memory,
 /// and a pipe has no end to wait for.
 struct RawBlocks<R> {
-    reader: R,
+    reader: std::io::BufReader<R>,
     /// Where the next block starts in the file.
     offset: u64,
 }
@@ -101,6 +102,18 @@ fn corrupt_block(index: u64, offset: u64, why: String) -> anyhow::Error {
 }
 
 impl<R: std::io::Read> RawBlocks<R> {
+    fn new(reader: R) -> Self {
+        Self {
+            reader: std::io::BufReader::with_capacity(1 << 20, reader),
+            offset: 0,
+        }
+    }
+
+    /// Whether reading on goes to the file (or pipe) itself, which may keep the import waiting.
+    fn may_wait(&self) -> bool {
+        self.reader.buffer().is_empty()
+    }
+
     /// The next block's RLP and where it starts; `None` at the end of the file.
     fn next_block(&mut self, index: u64) -> anyhow::Result<Option<(u64, Vec<u8>)>> {
         let at = self.offset;
@@ -144,9 +157,20 @@ pub fn import_blocks(store: &Store, reader: impl std::io::Read) -> anyhow::Resul
     let mut last_report = Instant::now();
     let deferred = store.defer_sync();
     let mut last_sync = Instant::now();
-    let mut blocks = RawBlocks { reader, offset: 0 };
+    let mut unsynced = false;
+    let mut blocks = RawBlocks::new(reader);
     let mut index = 0u64;
-    while let Some((offset, rlp)) = blocks.next_block(index)? {
+    loop {
+        // A pipe whose writer stalls (or a slow disk) may keep the next read waiting for good:
+        // what is imported is made durable first, so that stopping the import then loses none.
+        if unsynced && blocks.may_wait() {
+            deferred.sync()?;
+            last_sync = Instant::now();
+            unsynced = false;
+        }
+        let Some((offset, rlp)) = blocks.next_block(index)? else {
+            break;
+        };
         let mut rest = rlp.as_slice();
         let block = Block::<TxEnvelope>::decode(&mut rest)
             .map_err(|e| e.to_string())
@@ -185,9 +209,11 @@ pub fn import_blocks(store: &Store, reader: impl std::io::Read) -> anyhow::Resul
             }
         }
         stats.imported += 1;
+        unsynced = true;
         if last_sync.elapsed() >= SYNC_EVERY {
             deferred.sync()?;
             last_sync = Instant::now();
+            unsynced = false;
         }
         if last_report.elapsed() >= Duration::from_secs(5) {
             last_report = Instant::now();
@@ -244,10 +270,7 @@ mod tests {
         // Blocks of two sizes, through a reader that gives one byte at a time.
         let (a, b) = (block(1, 0), block(2, 300));
         let file = [a.clone(), b.clone()].concat();
-        let mut blocks = RawBlocks {
-            reader: Trickle(&file),
-            offset: 0,
-        };
+        let mut blocks = RawBlocks::new(Trickle(&file));
         assert_eq!(blocks.next_block(0).unwrap(), Some((0, a.clone())));
         assert_eq!(blocks.next_block(1).unwrap(), Some((a.len() as u64, b)));
         assert_eq!(blocks.next_block(2).unwrap(), None);
@@ -271,10 +294,7 @@ mod tests {
             (vec![0xfa, 1], "failed to fill whole buffer"),
         ] {
             let file = [a.clone(), bad].concat();
-            let mut blocks = RawBlocks {
-                reader: file.as_slice(),
-                offset: 0,
-            };
+            let mut blocks = RawBlocks::new(file.as_slice());
             assert!(blocks.next_block(0).unwrap().is_some());
             let err = blocks.next_block(1).unwrap_err().to_string();
             assert!(
