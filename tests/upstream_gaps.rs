@@ -1034,6 +1034,23 @@ fn struct_log_errors_read_as_geths() {
     );
 }
 
+/// A call naming another chain's id is refused before it runs, in geth's words, by every
+/// method that runs one.
+#[test]
+fn calls_for_another_chain_are_refused() {
+    let node = Node::execution_apis(&[]);
+    let call = json!({"to": "0x0000000000000000000000000000000000000001", "chainId": "0x1"});
+    for method in ["eth_call", "eth_estimateGas", "eth_createAccessList"] {
+        let r = node.call(method, json!([call, "latest"]));
+        assert_eq!(r["error"]["code"], -32000, "{method}: {r}");
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("chainId does not match node's (have=1, want="),
+            "{method}: {r}"
+        );
+    }
+}
+
 /// eth_feeHistory's percentiles must rise strictly, as current geth wants them, and a request
 /// for no blocks is answered before anything else is checked.
 #[test]
@@ -1048,6 +1065,13 @@ fn fee_history_percentiles_rise_strictly() {
         let r = node.call("eth_feeHistory", json!(["0x2", "latest", bad]));
         assert_eq!(r["error"]["code"], -32000, "{bad}: {r}");
     }
+    // A newest block past the head: geth's oracle names both.
+    let r = node.call("eth_feeHistory", json!(["0x2", "0x40", []]));
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert_eq!(
+        r["error"]["message"], "request beyond head block: requested 64, head 54",
+        "{r}"
+    );
     // No blocks: geth's answer before anything else is looked at.
     for params in [
         json!(["0x0", "latest", []]),

@@ -240,8 +240,8 @@ impl Accounts {
         let chain_id = self.store.spec().chain_id;
         match request.chain_id {
             Some(id) if id != chain_id => {
-                return Err(server(format!(
-                    "chainId does not match node's (have={id}, want={chain_id})"
+                return Err(server(simnode_api::vm_messages::chain_id_mismatch(
+                    id, chain_id,
                 )))
             }
             _ => request.chain_id = Some(chain_id),

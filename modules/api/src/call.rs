@@ -408,6 +408,15 @@ pub fn call_tx(
             "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified".into(),
         ));
     }
+    let other_chain = request
+        .chain_id
+        .filter(|have| *have != env.cfg_env.chain_id);
+    if let (CallRules::Geth, Some(have)) = (rules, other_chain) {
+        return Err(RpcError::Server(vm_messages::chain_id_mismatch(
+            have,
+            env.cfg_env.chain_id,
+        )));
+    }
     if rules == CallRules::Geth {
         // geth's calls read `input` when both are given, whatever `data` holds (only its send
         // path refuses a pair that differs).

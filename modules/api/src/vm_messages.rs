@@ -206,6 +206,11 @@ impl<CTX> revm::Inspector<CTX, revm::interpreter::interpreter::EthInterpreter> f
 }
 
 /// geth's refusal of a transaction whose fee cap is under the block's base fee.
+/// geth's refusal of a call or transaction naming another chain's id (its `CallDefaults`).
+pub fn chain_id_mismatch(have: u64, want: u64) -> String {
+    format!("chainId does not match node's (have={have}, want={want})")
+}
+
 pub fn fee_cap_below_base_fee(caller: Address, fee_cap: u128, base_fee: u64) -> String {
     format!(
         "max fee per gas less than block base fee: address {caller}, maxFeePerGas: {fee_cap}, baseFee: {base_fee}"
@@ -228,17 +233,19 @@ pub fn invalid_tx_message(err: &InvalidTransaction, caller: Address) -> String {
         InvalidTransaction::OverflowPaymentInTransaction => format!(
             "insufficient funds for gas * price + value: address {caller}: the upfront cost overflows the EVM's integers"
         ),
+        // geth's state transition says "have/want"; its pool's "gas N, minimum needed M" is
+        // for sent transactions (eth module's send).
         InvalidTransaction::CallGasCostMoreThanGasLimit {
             initial_gas,
             gas_limit,
         } => {
-            format!("intrinsic gas too low: gas {gas_limit}, minimum needed {initial_gas}")
+            format!("intrinsic gas too low: have {gas_limit}, want {initial_gas}")
         }
         InvalidTransaction::GasFloorMoreThanGasLimit {
             gas_floor,
             gas_limit,
         } => {
-            format!("insufficient gas for floor data gas cost: gas {gas_limit}, minimum needed {gas_floor}")
+            format!("insufficient gas for floor data gas cost: have {gas_limit}, want {gas_floor}")
         }
         InvalidTransaction::PriorityFeeGreaterThanMaxFee => {
             format!("max priority fee per gas higher than max fee per gas: address {caller}")

@@ -130,7 +130,17 @@ pub fn fee_history(
             }
         }
     }
-    let newest = ctx.chain.resolve(newest)?.ok_or(RpcError::HeaderNotFound)?;
+    let newest = match (ctx.chain.resolve(newest)?, newest) {
+        (Some(number), _) => number,
+        // geth's oracle names the head a number past it is beyond.
+        (None, BlockParam::Number(requested)) => {
+            return Err(RpcError::Server(format!(
+                "request beyond head block: requested {requested}, head {}",
+                ctx.chain.head().latest
+            )))
+        }
+        (None, _) => return Err(RpcError::HeaderNotFound),
+    };
     let oldest = newest.saturating_sub(count - 1);
     let mut history = FeeHistory {
         oldest_block: oldest,

@@ -760,8 +760,8 @@ impl Runner<'_> {
         }
         if let Some(have) = call.chain_id {
             if have != chain_id {
-                return Err(RpcError::Server(format!(
-                    "chainId does not match node's (have={have}, want={chain_id})"
+                return Err(RpcError::Server(vm_messages::chain_id_mismatch(
+                    have, chain_id,
                 )));
             }
         }
@@ -1241,13 +1241,13 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
     let msg = |s: String| format!("err: {s} (supplied gas {gas})");
     use InvalidTransaction as I;
     match tx {
-        I::NonceTooHigh { tx, state } => RpcError::simulate(
+        I::NonceTooHigh { .. } => RpcError::simulate(
             SimulateCode::NonceTooHigh,
-            msg(format!("nonce too high: address {from}, tx: {tx} state: {state}")),
+            msg(vm_messages::invalid_tx_message(&tx, from)),
         ),
-        I::NonceTooLow { tx, state } => RpcError::simulate(
+        I::NonceTooLow { .. } => RpcError::simulate(
             SimulateCode::NonceTooLow,
-            msg(format!("nonce too low: address {from}, tx: {tx} state: {state}")),
+            msg(vm_messages::invalid_tx_message(&tx, from)),
         ),
         I::NonceOverflowInTransaction => RpcError::simulate(
             SimulateCode::NonceMaxValue,
@@ -1266,22 +1266,16 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
             call.tx_env.gas_priority_fee.unwrap_or_default(),
             call.tx_env.gas_price
         ))),
-        I::LackOfFundForMaxFee { fee, balance } => RpcError::simulate(
+        I::LackOfFundForMaxFee { .. } => RpcError::simulate(
             SimulateCode::InsufficientFunds,
-            msg(format!(
-                "insufficient funds for gas * price + value: address {from} have {balance} want {fee}"
-            )),
+            msg(vm_messages::invalid_tx_message(&tx, from)),
         ),
-        I::CallGasCostMoreThanGasLimit { initial_gas, gas_limit } => RpcError::simulate(
-            SimulateCode::IntrinsicGas,
-            msg(format!("intrinsic gas too low: have {gas_limit}, want {initial_gas}")),
-        ),
-        I::GasFloorMoreThanGasLimit { gas_floor, gas_limit } => RpcError::simulate(
-            SimulateCode::IntrinsicGas,
-            msg(format!(
-                "insufficient gas for floor data gas cost: have {gas_limit}, want {gas_floor}"
-            )),
-        ),
+        I::CallGasCostMoreThanGasLimit { .. } | I::GasFloorMoreThanGasLimit { .. } => {
+            RpcError::simulate(
+                SimulateCode::IntrinsicGas,
+                msg(vm_messages::invalid_tx_message(&tx, from)),
+            )
+        }
         I::CreateInitCodeSizeLimit => RpcError::simulate(
             SimulateCode::MaxInitCodeSize,
             msg(format!(
@@ -1315,7 +1309,7 @@ fn map_evm_error(err: EVMError<simnode_api::StateError>, call: &PreparedCall) ->
         }
         other => RpcError::simulate(
             SimulateCode::Unclassified,
-            msg(simnode_api::vm_messages::invalid_tx_message(&other, from)),
+            msg(vm_messages::invalid_tx_message(&other, from)),
         ),
     }
 }
