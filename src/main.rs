@@ -8,8 +8,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = simnode::cli::Cli::parse();
+    let json_logs = cli.log_format.eq_ignore_ascii_case("json");
     match simnode::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // A log pipeline reading `--log.format json` gets the reason as one of its lines.
+        Err(err) if json_logs => {
+            tracing::error!(target: "simnode", error = format!("{err:#}"), "stopped");
+            std::process::ExitCode::FAILURE
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE

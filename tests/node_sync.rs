@@ -1293,7 +1293,13 @@ fn a_datadir_refuses_a_chain_configuration_its_blocks_contradict() {
     assert!(first.status.success(), "{first:?}");
 
     let mut moved = genesis.clone();
-    for fork in ["londonBlock", "arrowGlacierBlock", "grayGlacierBlock"] {
+    // (The forks after London move with it: out of order, the file is refused for that.)
+    for fork in [
+        "londonBlock",
+        "arrowGlacierBlock",
+        "grayGlacierBlock",
+        "mergeNetsplitBlock",
+    ] {
         moved["config"][fork] = json!(40);
     }
     let refused = import(&moved, "london-moved.json");
@@ -1437,4 +1443,25 @@ fn dev_mode_refuses_a_followed_chain() {
     let node = Node::start(datadir, &execution_apis_genesis(), &[]);
     let r = node.call("eth_getBlockByNumber", json!(["finalized", false]));
     assert!(r["error"].is_object() || r["result"].is_null(), "{r}");
+}
+
+/// A chain file of another chain is refused in words that say so, and a datadir held by a
+/// running import or node is refused as in use.
+#[test]
+fn imports_of_another_chain_or_into_a_busy_datadir_say_why() {
+    let datadir = TempDir::new("import-other-chain");
+    let out = Command::new(simnode_bin())
+        .args(["import", "--chain", "dev", "--datadir"])
+        .arg(datadir.path())
+        .arg(conformance_dir().join("chain.rlp"))
+        .output()
+        .expect("run simnode import");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("not on this datadir's genesis"), "{stderr}");
+
+    let node = Node::execution_apis(&[]);
+    let (ok, text) = import(node.datadir(), &conformance_dir().join("chain.rlp"));
+    assert!(!ok, "{text}");
+    assert!(text.contains("is in use by another process"), "{text}");
 }

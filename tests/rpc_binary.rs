@@ -643,3 +643,37 @@ fn unusable_limits_are_refused_at_start() {
         assert!(!datadir.exists(), "{flag} {value} made the datadir");
     }
 }
+
+/// With `--log.format json` the reason a command stops is a JSON line too.
+#[test]
+fn a_fatal_error_is_a_json_line_with_json_logs() {
+    let scratch = TempDir::new("json-fatal");
+    let out = Command::new(env!("CARGO_BIN_EXE_simnode"))
+        .args([
+            "--log.format",
+            "json",
+            "import",
+            "--chain",
+            "dev",
+            "--datadir",
+        ])
+        .arg(scratch.path().join("dd"))
+        .arg(scratch.path().join("no-such-chain.rlp"))
+        .output()
+        .expect("run simnode");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<Value> = stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    let last = lines.last().unwrap_or_else(|| panic!("nothing logged"));
+    assert_eq!(last["level"], "ERROR", "{last}");
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot read"),
+        "{last}"
+    );
+}

@@ -43,6 +43,8 @@ pub enum ChainError {
         "{path} is not a genesis file: it has no chain configuration (`config` with a `chainId`)"
     )]
     NoConfig { path: String },
+    #[error("invalid genesis file {path}: unsupported fork ordering: {why}")]
+    ForkOrder { path: String, why: String },
 }
 
 /// Resolves `--chain`: a built-in name or a path to a genesis.json.
@@ -86,12 +88,83 @@ pub fn load(chain: &str) -> Result<NodeChain, ChainError> {
                     path: path.to_string(),
                     error,
                 })?;
+            check_fork_order(&genesis.config).map_err(|why| ChainError::ForkOrder {
+                path: path.to_string(),
+                why,
+            })?;
             Ok(from_genesis(
                 network_name(genesis.config.chain_id),
                 &genesis,
             ))
         }
     }
+}
+
+/// geth's check that forks come in their order: each at or after the one before it, none set
+/// after a required one left unset (optional ones, such as the difficulty-bomb delays, may be
+/// skipped), and no block-numbered fork after a timed one.
+fn check_fork_order(c: &ChainConfig) -> Result<(), String> {
+    use ForkAt::{Block, Time};
+    #[derive(Clone, Copy)]
+    enum ForkAt {
+        Block(Option<u64>),
+        Time(Option<u64>),
+    }
+    let at = |fork: ForkAt| match fork {
+        Block(at) | Time(at) => at,
+    };
+    let forks = [
+        ("homesteadBlock", Block(c.homestead_block), false),
+        ("daoForkBlock", Block(c.dao_fork_block), true),
+        ("eip150Block", Block(c.eip150_block), false),
+        ("eip155Block", Block(c.eip155_block), false),
+        ("eip158Block", Block(c.eip158_block), false),
+        ("byzantiumBlock", Block(c.byzantium_block), false),
+        ("constantinopleBlock", Block(c.constantinople_block), false),
+        ("petersburgBlock", Block(c.petersburg_block), false),
+        ("istanbulBlock", Block(c.istanbul_block), false),
+        ("muirGlacierBlock", Block(c.muir_glacier_block), true),
+        ("berlinBlock", Block(c.berlin_block), false),
+        ("londonBlock", Block(c.london_block), false),
+        ("arrowGlacierBlock", Block(c.arrow_glacier_block), true),
+        ("grayGlacierBlock", Block(c.gray_glacier_block), true),
+        ("mergeNetsplitBlock", Block(c.merge_netsplit_block), true),
+        ("shanghaiTime", Time(c.shanghai_time), false),
+        ("cancunTime", Time(c.cancun_time), false),
+        ("pragueTime", Time(c.prague_time), false),
+        ("osakaTime", Time(c.osaka_time), false),
+        ("bpo1Time", Time(c.bpo1_time), true),
+        ("bpo2Time", Time(c.bpo2_time), true),
+        ("bpo3Time", Time(c.bpo3_time), true),
+        ("bpo4Time", Time(c.bpo4_time), true),
+        ("bpo5Time", Time(c.bpo5_time), true),
+        ("amsterdamTime", Time(c.amsterdam_time), true),
+    ];
+    let mut last: Option<(&str, ForkAt)> = None;
+    for (name, fork, optional) in forks {
+        if let (Some((before, was)), Some(now)) = (last, at(fork)) {
+            match (was, fork) {
+                (Block(None) | Time(None), _) => {
+                    return Err(format!("{before} not enabled, but {name} enabled at {now}"))
+                }
+                (Block(Some(then)), Block(_)) | (Time(Some(then)), Time(_)) if then > now => {
+                    return Err(format!(
+                        "{before} enabled at {then}, but {name} enabled at {now}"
+                    ))
+                }
+                (Time(Some(_)), Block(_)) => {
+                    return Err(format!(
+                        "{name} enabled by block number after {before}, enabled by time"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if !optional || at(fork).is_some() {
+            last = Some((name, fork));
+        }
+    }
+    Ok(())
 }
 
 /// The public network a chain id belongs to (its genesis.json gets that network's method
@@ -257,6 +330,41 @@ pub(crate) fn ether(n: u64) -> U256 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forks_out_of_order_are_refused() {
+        let config = |json: serde_json::Value| -> ChainConfig {
+            serde_json::from_value(json).expect("a chain config")
+        };
+        let ordered = config(serde_json::json!({"chainId": 7, "homesteadBlock": 0,
+            "eip150Block": 0, "eip155Block": 0, "eip158Block": 0, "byzantiumBlock": 0,
+            "constantinopleBlock": 0, "petersburgBlock": 0, "istanbulBlock": 0,
+            "berlinBlock": 0, "londonBlock": 0, "shanghaiTime": 0, "cancunTime": 10}));
+        assert_eq!(check_fork_order(&ordered), Ok(()));
+        let late_berlin = config(serde_json::json!({"chainId": 7, "homesteadBlock": 0,
+            "eip150Block": 0, "eip155Block": 0, "eip158Block": 0, "byzantiumBlock": 0,
+            "constantinopleBlock": 0, "petersburgBlock": 0, "istanbulBlock": 0,
+            "berlinBlock": 10, "londonBlock": 5}));
+        assert_eq!(
+            check_fork_order(&late_berlin),
+            Err("berlinBlock enabled at 10, but londonBlock enabled at 5".into())
+        );
+        let skipped = config(serde_json::json!({"chainId": 7, "homesteadBlock": 0,
+            "eip150Block": 0, "eip155Block": 0, "eip158Block": 0, "byzantiumBlock": 0,
+            "constantinopleBlock": 0, "petersburgBlock": 0, "istanbulBlock": 0,
+            "berlinBlock": 0, "londonBlock": 0, "shanghaiTime": 0, "pragueTime": 5}));
+        assert_eq!(
+            check_fork_order(&skipped),
+            Err("cancunTime not enabled, but pragueTime enabled at 5".into())
+        );
+        // Timed forks need the block-numbered ones before them.
+        let no_london = config(serde_json::json!({"chainId": 7, "shanghaiTime": 0}));
+        assert!(check_fork_order(&no_london)
+            .is_err_and(|why| why.ends_with("but shanghaiTime enabled at 0")),);
+        for (name, genesis) in [("dev", dev_genesis())] {
+            assert_eq!(check_fork_order(&genesis.config), Ok(()), "{name}");
+        }
+    }
 
     #[test]
     fn execution_apis_genesis_hash() {

@@ -107,6 +107,8 @@ pub enum StoreError {
     // in an error chain.
     #[error("database: {0}")]
     Db(redb::Error),
+    #[error("{} is in use by another process (a simnode node or import on this --datadir?); stop it, or use another --datadir", .0.display())]
+    InUse(PathBuf),
     #[error("cannot create datadir {path}: {error}")]
     Datadir {
         path: PathBuf,
@@ -259,7 +261,11 @@ impl Store {
                 "{} cannot be opened, it is damaged ({what}); restore it or import the chain into another --datadir",
                 path.display()
             ))
-        })??;
+        })?
+        .map_err(|err| match err {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse(path.clone()),
+            other => StoreError::from(other),
+        })?;
         let store = Self {
             db: Arc::new(db),
             head: RwLock::new(ChainHead::default()),

@@ -76,7 +76,7 @@ mod tests {
             assert!(results.iter().any(Result::is_ok), "{results:?}");
             for err in results.iter().filter_map(|r| r.as_ref().err()) {
                 assert!(
-                    err.to_string().contains("already open"),
+                    matches!(err, crate::store::StoreError::InUse(_)),
                     "round {round}: {err}"
                 );
             }

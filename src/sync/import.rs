@@ -201,6 +201,13 @@ pub fn import_blocks(store: &Store, reader: impl std::io::Read) -> anyhow::Resul
         let hash = header.hash();
         match exec::import_block(store, header, body) {
             Ok(gas) => stats.gas += gas,
+            // The file's first block does not build on this genesis: another chain's file, or
+            // another chain's --chain.
+            Err(exec::BlockError::UnknownParent { number: 1, parent }) => bail!(
+                "the file's block 1 builds on {parent}, not on this datadir's genesis {}: was \
+                 the file exported from the chain --chain names?",
+                store.spec().genesis_header.hash()
+            ),
             Err(err) => {
                 if err.is_bad_block() {
                     exec::keep_bad_block(store, hash, number, &rlp);
@@ -218,10 +225,12 @@ pub fn import_blocks(store: &Store, reader: impl std::io::Read) -> anyhow::Resul
         if last_report.elapsed() >= Duration::from_secs(5) {
             last_report = Instant::now();
             stats.elapsed = started.elapsed();
-            eprintln!(
-                "import: block #{number}, {} imported, {:.1} Mgas/s",
-                stats.imported,
-                stats.mgas_per_sec()
+            tracing::info!(
+                target: "simnode::import",
+                block = number,
+                imported = stats.imported,
+                mgas_per_sec = format!("{:.1}", stats.mgas_per_sec()),
+                "importing"
             );
         }
     }

@@ -344,6 +344,11 @@ impl Node {
 
     /// CPU time the node's process has used so far, in clock ticks (user plus system, from
     /// /proc: Linux only).
+    /// The datadir the node runs on.
+    pub fn datadir(&self) -> &Path {
+        self.datadir.path()
+    }
+
     pub fn cpu_ticks(&self) -> u64 {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
             .expect("reading /proc/PID/stat");
