@@ -1051,6 +1051,24 @@ fn calls_for_another_chain_are_refused() {
     }
 }
 
+/// A block override numbering the call's block before London brings that block's rules back,
+/// as geth's (its forks by time need London by number): PUSH0 is then no instruction.
+#[test]
+fn a_block_number_override_before_london_runs_its_rules() {
+    let node = Node::execution_apis(&[]);
+    let push0 = "0x0000000000000000000000000000000000005f5f";
+    let state = json!({push0: {"code": "0x5f5ff3"}});
+    let call = json!({"to": push0});
+    let r = node.call("eth_call", json!([call, "latest", state]));
+    assert_eq!(r["result"], "0x", "{r}");
+    let r = node.call(
+        "eth_call",
+        json!([call, "latest", state, {"number": "0x1a"}]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert_eq!(r["error"]["message"], "invalid opcode: PUSH0", "{r}");
+}
+
 /// eth_feeHistory's percentiles must rise strictly, as current geth wants them, and a request
 /// for no blocks is answered before anything else is checked.
 #[test]

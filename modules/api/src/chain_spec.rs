@@ -40,6 +40,12 @@ impl ChainSpec {
     }
 
     pub fn spec_id(&self, number: u64, timestamp: u64) -> SpecId {
+        // As geth's rules: forks by time need London by number, so a block numbered before
+        // London (a call's block override can make one) keeps the rules of its number.
+        let by_number = alloy_evm::spec_by_timestamp_and_block_number(self, 0, number);
+        if by_number < SpecId::LONDON {
+            return by_number;
+        }
         alloy_evm::spec_by_timestamp_and_block_number(self, timestamp, number)
     }
 
