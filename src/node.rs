@@ -118,6 +118,26 @@ fn record_origin(store: &Store, dir: &std::path::Path, dev: bool) -> anyhow::Res
     }
 }
 
+/// Says which `--rpc.allow-method` / `--rpc.deny-method` names serve nothing: a typo would
+/// otherwise show only as a method still served, or still refused.
+fn warn_about_method_flags(args: &rpc::RpcArgs, methods: &jsonrpsee::Methods) {
+    for (flag, names) in [
+        ("--rpc.allow-method", &args.allow_methods),
+        ("--rpc.deny-method", &args.deny_methods),
+    ] {
+        for name in names.iter().filter(|name| methods.method(name).is_none()) {
+            tracing::warn!(target: "simnode::rpc", method = %name, "{flag} names a method this node does not serve");
+        }
+    }
+    for name in args
+        .allow_methods
+        .iter()
+        .filter(|name| args.deny_methods.contains(name))
+    {
+        tracing::warn!(target: "simnode::rpc", method = %name, "both --rpc.allow-method and --rpc.deny-method name it: it is denied");
+    }
+}
+
 pub fn run(mut args: NodeArgs) -> anyhow::Result<()> {
     // `--dev` without a datadir runs on a fresh temporary chain, like anvil.
     let temp_dir = if args.dev && args.chain.datadir.is_none() {
@@ -237,6 +257,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    warn_about_method_flags(&args.rpc, &methods);
     let mut config = RpcConfig::from_args(&args.rpc, Some(&dir), &spec.name, args.metrics);
     if args.dev && args.rpc.rate_limit.is_none() {
         // A dev node serves one developer's test suite, whose bursts (ethers batches a

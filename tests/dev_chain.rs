@@ -2241,3 +2241,32 @@ fn mining_stops_when_the_caller_leaves() {
         "still mining after the caller left"
     );
 }
+
+/// Method flags naming nothing served, or one method both allowed and denied, are warned about
+/// when the node starts; the denial holds.
+#[test]
+fn method_flags_that_do_nothing_are_warned_about() {
+    let node = Node::start(
+        TempDir::new("dev-method-flags"),
+        Path::new("dev"),
+        &[
+            "--dev",
+            "--rpc.deny-method",
+            "eth_nonexistent,eth_call",
+            "--rpc.allow-method",
+            "eth_call",
+        ],
+    );
+    let log = node.log();
+    assert!(
+        log.contains("--rpc.deny-method names a method this node does not serve")
+            && log.contains("eth_nonexistent"),
+        "{log}"
+    );
+    assert!(
+        log.contains("both --rpc.allow-method and --rpc.deny-method"),
+        "{log}"
+    );
+    let r = node.call("eth_call", json!([{"to": ADDR0}, "latest"]));
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+}
