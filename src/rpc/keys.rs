@@ -759,8 +759,8 @@ pub struct LimitArgs {
     /// Requests per second for this key (0 = unlimited); default: the node's --rpc.rate-limit.
     #[arg(long)]
     pub rps: Option<u32>,
-    /// Burst size for this key; default: the node's --rpc.rate-burst.
-    #[arg(long)]
+    /// Burst size for this key (at least 1); default: the node's --rpc.rate-burst.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst: Option<u32>,
     /// Requests per UTC day for this key (0 = unlimited); default: the node's --rpc.daily-quota.
     #[arg(long = "daily-quota")]
@@ -781,7 +781,8 @@ impl From<&LimitArgs> for KeyLimits {
 pub enum KeysAction {
     /// Create a key and print it (it is shown only once).
     Add {
-        /// A label for the key.
+        /// A label for the key (printable, at most 64 characters).
+        #[arg(value_parser = key_name)]
         name: String,
         #[command(flatten)]
         limits: LimitArgs,
@@ -845,6 +846,14 @@ pub enum KeysAction {
 pub fn run(args: KeysArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     run_to(args, &mut out)
+}
+
+/// A key's label: shown in `keys list` rows and logs, so one line of printable text.
+fn key_name(name: &str) -> Result<String, String> {
+    if name.trim().is_empty() || name.chars().any(char::is_control) || name.chars().count() > 64 {
+        return Err("a key name is 1 to 64 printable characters, on one line".into());
+    }
+    Ok(name.to_string())
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
@@ -1158,6 +1167,16 @@ mod tests {
         let mut closed = HeadOne(b"\n".to_vec());
         assert!(run_to(cli.keys, &mut closed).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn key_names_are_one_printable_line() {
+        for bad in ["", "  ", "a\nb", "tab\there", &"x".repeat(65)] {
+            assert!(key_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["ci", "Alice's dapp", &"x".repeat(64)] {
+            assert_eq!(key_name(good).as_deref(), Ok(good));
+        }
     }
 
     #[test]
