@@ -1069,6 +1069,22 @@ fn a_block_number_override_before_london_runs_its_rules() {
     assert_eq!(r["error"]["message"], "invalid opcode: PUSH0", "{r}");
 }
 
+/// eth_getStorageAt reads its key as geth does: hex digits only, and only once the block's
+/// state is found.
+#[test]
+fn storage_keys_are_hex_digits_read_after_the_block() {
+    let node = Node::execution_apis(&[]);
+    let account = "0x7dcd17433742f4c0ca53122ab541d0ba67fc27df";
+    for key in ["0x+0", "+0", "0x00+0"] {
+        let r = node.call("eth_getStorageAt", json!([account, key, "latest"]));
+        assert_eq!(r["error"]["code"], -32602, "{key}: {r}");
+    }
+    let r = node.call("eth_getStorageAt", json!([account, "0xzz", "0x100"]));
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    let r = node.call("eth_getStorageAt", json!([account, "0x0", "latest"]));
+    assert!(r["result"].is_string(), "{r}");
+}
+
 /// eth_feeHistory's percentiles must rise strictly, as current geth wants them, and a request
 /// for no blocks is answered before anything else is checked.
 #[test]

@@ -442,12 +442,9 @@ pub fn parse_storage_key(key: &Value) -> RpcResult<B256> {
     }
     let padded = format!("{hex:0>64}");
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte =
-            u8::from_str_radix(padded.get(2 * i..2 * i + 2).unwrap_or("zz"), 16).map_err(|_| {
-                RpcError::invalid_params(format!("invalid hex in storage key: \"{s}\""))
-            })?;
-    }
+    // Hex digits only: `from_str_radix` would also take a sign ("0x+0").
+    alloy::hex::decode_to_slice(&padded, &mut out)
+        .map_err(|_| RpcError::invalid_params(format!("invalid hex in storage key: \"{s}\"")))?;
     Ok(B256::from(out))
 }
 
@@ -701,8 +698,9 @@ impl EthApiServer for Eth {
         key: Value,
         block: Option<BlockParam>,
     ) -> JsonRpcResult<B256> {
-        let key = parse_storage_key(&key)?;
+        // geth finds the block's state before it reads the key.
         Ok(self.state_value(block, |s| {
+            let key = parse_storage_key(&key)?;
             Ok(B256::from(s.storage_ref(address, key.into())?))
         })?)
     }
