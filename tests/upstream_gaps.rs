@@ -1085,6 +1085,34 @@ fn storage_keys_are_hex_digits_read_after_the_block() {
     assert!(r["result"].is_string(), "{r}");
 }
 
+/// Simulated blocks past the merge and before Shanghai are assembled as geth's beacon engine
+/// assembles them: with an empty withdrawal list, so with the empty withdrawals root.
+#[test]
+fn simulated_blocks_between_the_merge_and_shanghai_have_the_empty_withdrawals_root() {
+    let node = Node::execution_apis(&[]);
+    // Block 0x24 (36) is past the merge; Shanghai starts at block 39 (time 390).
+    let blocks = node.result(
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{}, {}]}, "0x24"]),
+    );
+    for block in blocks.as_array().expect("blocks") {
+        assert_eq!(
+            block["withdrawalsRoot"],
+            "0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc001622fb5e363b421",
+            "{block}"
+        );
+        assert_eq!(block["withdrawals"], json!([]), "{block}");
+    }
+    // A list that is not empty is still refused there.
+    let withdrawal = json!({"index": "0x0", "validatorIndex": "0x0",
+        "address": "0x0000000000000000000000000000000000000aaa", "amount": "0x1"});
+    let r = node.call(
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{"blockOverrides": {"withdrawals": [withdrawal]}}]}, "0x24"]),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+}
+
 /// eth_feeHistory's percentiles must rise strictly, as current geth wants them, and a request
 /// for no blocks is answered before anything else is checked.
 #[test]

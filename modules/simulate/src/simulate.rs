@@ -405,34 +405,41 @@ impl Runner<'_> {
                 0
             }
         });
-        if !shanghai
-            && overrides
-                .withdrawals
-                .as_ref()
-                .is_some_and(|w| !w.is_empty())
-        {
-            // geth's consensus engines refuse to assemble such a block.
-            return Err(RpcError::Server(if spec.is_post_merge(number) {
-                "withdrawals set before Shanghai activation".into()
-            } else {
-                "ethash does not support withdrawals".into()
-            }));
+        // As overridden; else past the merge a block has no difficulty, whatever its parent
+        // had (a simulation from a proof-of-work block across the merge), and before it the
+        // parent's.
+        let difficulty = match overrides.difficulty {
+            Some(difficulty) => difficulty,
+            None if spec.is_post_merge(number) => U256::ZERO,
+            None => parent.difficulty,
+        };
+        // geth assembles a block with a difficulty as ethash does (no withdrawals at all), and
+        // one without as the beacon engine does, with the request's withdrawals: an empty list
+        // when none are given, so its header has the empty withdrawals root even before
+        // Shanghai (which refuses a list that is not empty).
+        let proof_of_stake = difficulty.is_zero();
+        let given = overrides
+            .withdrawals
+            .as_ref()
+            .is_some_and(|w| !w.is_empty());
+        if given && !proof_of_stake {
+            return Err(RpcError::Server(
+                "ethash does not support withdrawals".into(),
+            ));
         }
-        let withdrawals: Option<Withdrawals> =
-            shanghai.then(|| Withdrawals::new(overrides.withdrawals.clone().unwrap_or_default()));
+        if given && !shanghai {
+            return Err(RpcError::Server(
+                "withdrawals set before Shanghai activation".into(),
+            ));
+        }
+        let withdrawals: Option<Withdrawals> = proof_of_stake
+            .then(|| Withdrawals::new(overrides.withdrawals.clone().unwrap_or_default()));
 
         let mut header = Header {
             parent_hash,
             ommers_hash: EMPTY_OMMER_ROOT_HASH,
             beneficiary: overrides.fee_recipient.unwrap_or(parent.beneficiary),
-            // As overridden; else past the merge a block has no difficulty, whatever its
-            // parent had (a simulation from a proof-of-work block across the merge), and
-            // before it the parent's.
-            difficulty: match overrides.difficulty {
-                Some(difficulty) => difficulty,
-                None if spec.is_post_merge(number) => U256::ZERO,
-                None => parent.difficulty,
-            },
+            difficulty,
             number,
             gas_limit: overrides
                 .gas_limit
