@@ -1113,6 +1113,24 @@ fn simulated_blocks_between_the_merge_and_shanghai_have_the_empty_withdrawals_ro
     assert_eq!(r["error"]["code"], -32000, "{r}");
 }
 
+/// eth_simulateV1 takes any code an override gives, as geth: code that begins like an EIP-7702
+/// designator but is none runs as plain code and halts on its 0xef.
+#[test]
+fn simulated_code_that_is_no_designator_runs_as_plain_code() {
+    let node = Node::execution_apis(&[]);
+    let target = "0x00000000000000000000000000000000000000c0";
+    let blocks = node.result(
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{
+            "stateOverrides": {target: {"code": "0xef0100aa"}},
+            "calls": [{"to": target}],
+        }]}, "latest"]),
+    );
+    let call = &blocks[0]["calls"][0];
+    assert_eq!(call["status"], "0x0", "{call}");
+    assert_eq!(call["error"]["code"], -32015, "{call}");
+}
+
 /// eth_feeHistory's percentiles must rise strictly, as current geth wants them, and a request
 /// for no blocks is answered before anything else is checked.
 #[test]

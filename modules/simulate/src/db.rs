@@ -10,7 +10,7 @@ use alloy::primitives::{
     Address, Bytes, B256, U256,
 };
 use revm::{
-    bytecode::{Bytecode, BytecodeDecodeError},
+    bytecode::Bytecode,
     database::{AccountState, CacheDB, DbAccount},
     primitives::{AddressMap, U256Map},
     state::{Account, AccountInfo},
@@ -59,15 +59,18 @@ static OVERRIDE_CODES: RwLock<Option<HashMap<Bytes, (B256, Bytecode)>>> = RwLock
 
 /// The code hash and analysed bytecode of `code` given in a state override, remembered so
 /// that a request repeating an earlier one's override neither hashes nor analyses it again.
-pub fn override_code(code: &Bytes) -> Result<(B256, Bytecode), BytecodeDecodeError> {
+/// Code that begins as an EIP-7702 designator but is not one is plain code, as geth takes any
+/// bytes an override gives (running it halts on 0xef).
+pub fn override_code(code: &Bytes) -> (B256, Bytecode) {
     if let Some(hit) = OVERRIDE_CODES
         .read()
         .ok()
         .and_then(|m| m.as_ref().and_then(|m| m.get(code).cloned()))
     {
-        return Ok(hit);
+        return hit;
     }
-    let bytecode = Bytecode::new_raw_checked(code.clone())?;
+    let bytecode = Bytecode::new_raw_checked(code.clone())
+        .unwrap_or_else(|_| Bytecode::new_legacy(code.clone()));
     // keccak256 of empty code is KECCAK_EMPTY: no case of its own.
     let hash = keccak256(code);
     if code.len() <= MAX_OVERRIDE_CODE_LEN {
@@ -80,7 +83,7 @@ pub fn override_code(code: &Bytes) -> Result<(B256, Bytecode), BytecodeDecodeErr
             m.insert(code.clone(), (hash, bytecode.clone()));
         }
     }
-    Ok((hash, bytecode))
+    (hash, bytecode)
 }
 
 fn shared_reads(hash: B256) -> Arc<SharedReads> {
@@ -419,17 +422,20 @@ mod tests {
         let b = Bytes::from_static(&[0x60, 0x05, 0x56, 0xfe, 0xfe, 0x5b, 0x00]);
         for _ in 0..2 {
             for (code, jumpdest, not_jumpdest) in [(&a, 4, 5), (&b, 5, 4)] {
-                let (hash, bytecode) = override_code(code).expect("valid code");
+                let (hash, bytecode) = override_code(code);
                 assert_eq!(hash, keccak256(code));
                 assert_eq!(bytecode.original_bytes(), *code);
                 let jumps = bytecode.legacy_jump_table().expect("legacy code");
                 assert!(jumps.is_valid(jumpdest) && !jumps.is_valid(not_jumpdest));
             }
         }
-        assert_eq!(override_code(&Bytes::new()).expect("empty").0, KECCAK_EMPTY);
-        // A malformed EIP-7702 designator is refused, the second time too.
+        assert_eq!(override_code(&Bytes::new()).0, KECCAK_EMPTY);
+        // A malformed EIP-7702 designator is plain code, the second time too.
         let bad = Bytes::from_static(&[0xef, 0x01, 0x00, 0x01]);
-        assert!(override_code(&bad).is_err());
-        assert!(override_code(&bad).is_err());
+        for _ in 0..2 {
+            let (_, bytecode) = override_code(&bad);
+            assert!(bytecode.legacy_jump_table().is_some());
+            assert_eq!(bytecode.original_bytes(), bad);
+        }
     }
 }

@@ -1368,9 +1368,7 @@ fn apply_account_override(
     }
     let mut code_info = None;
     if let Some(code) = &account.code {
-        let (hash, bytecode) = override_code(code)
-            .map_err(|e| RpcError::invalid_params(format!("invalid code for {address}: {e}")))?;
-        code_info = Some((hash, bytecode));
+        code_info = Some(override_code(code));
     }
     if let Some((hash, bytecode)) = &code_info {
         if *hash != KECCAK_EMPTY {
