@@ -47,17 +47,23 @@ fn import(datadir: &Path, file: &Path) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// A chain read from a pipe (a FIFO, `<(zcat chain.rlp.gz)`) is read once, whole: the import
-/// does not open it a second time after the writer has gone.
-#[test]
-fn import_reads_a_pipe_once() {
-    let dir = TempDir::new("import-fifo");
+/// A named pipe `chain.fifo` in `dir`.
+fn make_fifo(dir: &TempDir) -> std::path::PathBuf {
     let fifo = dir.path().join("chain.fifo");
     let made = Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .expect("run mkfifo");
     assert!(made.success());
+    fifo
+}
+
+/// A chain read from a pipe (a FIFO, `<(zcat chain.rlp.gz)`) is read once, whole: the import
+/// does not open it a second time after the writer has gone.
+#[test]
+fn import_reads_a_pipe_once() {
+    let dir = TempDir::new("import-fifo");
+    let fifo = make_fifo(&dir);
     let writer = {
         let fifo = fifo.clone();
         std::thread::spawn(move || {
@@ -82,12 +88,7 @@ fn import_reads_a_pipe_once() {
 fn an_import_waiting_on_a_stalled_pipe_has_synced_its_blocks() {
     use std::io::Write;
     let dir = TempDir::new("import-stall");
-    let fifo = dir.path().join("chain.fifo");
-    let made = Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("run mkfifo");
-    assert!(made.success());
+    let fifo = make_fifo(&dir);
     let datadir = TempDir::new("import-stall-data");
     let mut import = Command::new(simnode_bin())
         .args(["import", "--chain"])
