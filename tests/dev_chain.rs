@@ -2270,3 +2270,34 @@ fn method_flags_that_do_nothing_are_warned_about() {
     let r = node.call("eth_call", json!([{"to": ADDR0}, "latest"]));
     assert_eq!(r["error"]["code"], -32601, "{r}");
 }
+
+/// A notification (a request without an id) runs and gets no answer, alone or in a batch, as
+/// the JSON-RPC spec and geth have it (jsonrpsee answered it without running it).
+#[test]
+fn notifications_run_without_an_answer() {
+    let node = Node::start(TempDir::new("dev-notify"), Path::new("dev"), &["--dev"]);
+    let height = |node: &Node| {
+        let n = node.result("eth_blockNumber", json!([]));
+        u64::from_str_radix(n.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+    };
+    let before = height(&node);
+    let (status, body) = node.rpc_raw(r#"{"jsonrpc":"2.0","method":"evm_mine","params":[]}"#);
+    assert_eq!((status, body.as_str()), (200, ""));
+    assert_eq!(height(&node), before + 1);
+    let (status, body) = node.rpc_raw(
+        r#"[{"jsonrpc":"2.0","method":"evm_mine"},{"jsonrpc":"2.0","method":"evm_mine","params":[]}]"#,
+    );
+    assert_eq!((status, body.as_str()), (200, ""));
+    assert_eq!(height(&node), before + 3);
+    // Beside a call, the batch answers the call alone.
+    let (_, body) = node.rpc_raw(
+        r#"[{"jsonrpc":"2.0","method":"evm_mine"},{"jsonrpc":"2.0","id":7,"method":"eth_blockNumber"}]"#,
+    );
+    let answers: Value = serde_json::from_str(&body).expect("a JSON answer");
+    assert_eq!(answers.as_array().map(Vec::len), Some(1), "{answers}");
+    assert_eq!(
+        answers[0]["result"],
+        format!("{:#x}", before + 4),
+        "{answers}"
+    );
+}

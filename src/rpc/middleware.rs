@@ -15,7 +15,7 @@ use futures_util::FutureExt as _;
 use jsonrpsee::{
     core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT},
     server::{BatchResponseBuilder, MethodCallback, MethodResponse, Methods},
-    types::{error::INVALID_PARAMS_CODE, ErrorObjectOwned, Request},
+    types::{error::INVALID_PARAMS_CODE, ErrorObjectOwned, Id, Request, TwoPointZero},
 };
 
 use super::{
@@ -194,17 +194,30 @@ fn panicked(
     )
 }
 
-/// A notification gets no answer either way; it runs only where a call would (the network's
-/// policy and the key's method list).
-fn notification_may_run(shared: &Shared, extensions: &http::Extensions, method: &str) -> bool {
-    shared.policy.check(method).is_ok()
-        && extensions
-            .get::<AuthedKey>()
-            .is_none_or(|AuthedKey(entry)| entry.access().admits_method(method))
+/// A notification as the call it names, with a null id, for running it and dropping its
+/// answer: jsonrpsee's own service answers a notification without running it, where the
+/// JSON-RPC spec and geth run it. `None` for a subscription, which a notification could
+/// never be told the id of.
+fn notification_call<'a>(shared: &Shared, n: Notification<'a>) -> Option<Request<'a>> {
+    let subscribes = matches!(
+        shared.methods.method(n.method_name()),
+        Some(MethodCallback::Subscription(_))
+    );
+    let Notification {
+        method,
+        params,
+        extensions,
+        ..
+    } = n;
+    (!subscribes).then(|| Request {
+        jsonrpc: TwoPointZero,
+        id: Id::Null,
+        method,
+        params,
+        extensions,
+    })
 }
 
-/// The answer of a batch call that would start after the batch's calls used up their time
-/// together.
 /// Whether `request` opens a subscription over a WebSocket. jsonrpsee writes a subscription's
 /// answer to the socket itself, so inside a batch it would be answered twice (over HTTP the
 /// call is refused as a single one would be).
@@ -217,6 +230,8 @@ fn subscribes_over_ws(shared: &Shared, request: &Request<'_>) -> bool {
         )
 }
 
+/// The answer of a batch call that would start after the batch's calls used up their time
+/// together.
 fn batch_past_deadline(shared: &Shared) -> ErrorObjectOwned {
     let ms = shared.batch_timeout.map_or(0, |t| t.as_millis());
     ErrorObjectOwned::owned(
@@ -448,14 +463,14 @@ where
                     }
                     (Ok(BatchEntry::Notification(notification)), charged) => {
                         got_notification = true;
-                        if charged.is_ok()
-                            && notification_may_run(
-                                &shared,
-                                notification.extensions(),
-                                notification.method_name(),
-                            )
-                        {
-                            inner.notification(notification).await;
+                        let past_deadline =
+                            deadline.is_some_and(|d| std::time::Instant::now() >= d);
+                        if let (Ok(()), false, Some(call)) = (
+                            charged,
+                            past_deadline,
+                            notification_call(&shared, notification),
+                        ) {
+                            Self::serve_call(inner.clone(), shared.clone(), call).await;
                         }
                         continue;
                     }
@@ -497,8 +512,8 @@ where
                 response.extensions_mut().insert(LimitedMarker(err));
                 return response;
             }
-            if notification_may_run(&shared, n.extensions(), n.method_name()) {
-                inner.notification(n).await;
+            if let Some(call) = notification_call(&shared, n) {
+                Self::serve_call(inner, shared, call).await;
             }
             no_answer()
         }
