@@ -952,6 +952,28 @@ async fn content_type_and_body_size() {
     let answer = raw_exchange(&mut stream, &request, "-32007", Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("-32007"), "{answer}");
+
+    // A body framed wrong is answered 400 before the connection closes (it was dropped with
+    // no answer at all).
+    for broken in ["zz\r\n{}\r\n0\r\n\r\n", "2\r\n{}XX0\r\n\r\n"] {
+        let mut stream = tokio::net::TcpStream::connect(node.addr())
+            .await
+            .expect("connect");
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+             transfer-encoding: chunked\r\n\r\n{broken}"
+        );
+        let answer = raw_exchange(&mut stream, &request, "}", Duration::from_secs(5)).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{broken:?}: {answer}");
+        assert!(
+            answer.contains("malformed request body"),
+            "{broken:?}: {answer}"
+        );
+        assert!(
+            answer.to_lowercase().contains("connection: close"),
+            "{answer}"
+        );
+    }
     node.server.stop();
 }
 

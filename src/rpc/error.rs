@@ -10,6 +10,7 @@
 //! | 401  | -32001        | `project id revoked`                           | key revoked with `simnode keys revoke` (open WS connections: in-band, per message) |
 //! | 403  | -32002        | `origin not allowed: ...`                      | a CORS preflight or WebSocket upgrade from an origin `--http.corsdomain` / `--ws.origins` do not list; a key with an origin list used from another origin or without one |
 //! | 415  | -32600        | `unsupported content type: ...`                | HTTP POST without `Content-Type: application/json`           |
+//! | 400  | -32600        | `malformed request body: ...`                  | a body that broke off or was framed wrong (a bad chunk, fewer bytes than `Content-Length`); the connection is closed |
 //! | 413  | -32007        | `request body too large: ...`                  | body over `--rpc.max-request-size` (WS: same limit, per message, answered in-band) |
 //! | 429  | -32005        | `project ID request rate exceeded`             | over the key's requests/s; `data: {allowed_rps, backoff_seconds}` (WS: in-band, no status) |
 //! | 429  | -32005        | `daily request count exceeded, request rate limited` | over the key's daily quota; `data: {allowed_per_day, backoff_seconds}` |
@@ -70,6 +71,9 @@ pub enum FrontDoorError {
     /// The body did not arrive within the read timeout after the headers.
     #[error("request body not received within {} s", after.as_secs())]
     BodyTimeout { after: Duration },
+    /// The body broke off or was framed wrong (a bad chunk, fewer bytes than declared).
+    #[error("malformed request body: {0}")]
+    MalformedBody(String),
     #[error("project ID request rate exceeded")]
     RateLimited { allowed_rps: f64, backoff: Duration },
     #[error("daily request count exceeded, request rate limited")]
@@ -115,6 +119,7 @@ impl FrontDoorError {
             Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            Self::MalformedBody(_) => StatusCode::BAD_REQUEST,
             Self::RateLimited { .. }
             | Self::QuotaExceeded { .. }
             | Self::TooManyConnectionsForKey { .. }
@@ -136,6 +141,7 @@ impl FrontDoorError {
             | Self::MethodNotAllowed { .. }
             | Self::UnsupportedContentType
             | Self::BodyTimeout { .. }
+            | Self::MalformedBody(_)
             | Self::SubscriptionInBatch(_) => INVALID_REQUEST_CODE,
             Self::MissingKey | Self::InvalidKey | Self::RevokedKey => UNAUTHORIZED_CODE,
             Self::BodyTooLarge { .. } => OVERSIZED_REQUEST_CODE,
@@ -204,6 +210,10 @@ impl FrontDoorError {
         }
         if let Self::MethodNotAllowed { allow, .. } = self {
             builder = builder.header(http::header::ALLOW, *allow);
+        }
+        // The connection cannot carry another request after a body that never arrived whole.
+        if matches!(self, Self::BodyTimeout { .. } | Self::MalformedBody(_)) {
+            builder = builder.header(http::header::CONNECTION, "close");
         }
         match builder.body(jsonrpsee::server::HttpBody::from(body)) {
             Ok(response) => response,

@@ -679,7 +679,10 @@ where
                         Ok(Err(BodyError::TooLarge)) => {
                             return reject(FrontDoorError::BodyTooLarge { limit }).await
                         }
-                        Ok(Err(BodyError::Stream(err))) => return Err(err),
+                        Ok(Err(BodyError::Stream(err))) => {
+                            let why = FrontDoorError::MalformedBody(err.to_string());
+                            return reject(why).await;
+                        }
                         Err(_) => return reject(FrontDoorError::BodyTimeout { after }).await,
                     };
                     serve_body(&mut inner, parts, body, shared.max_response_body_size).await?
