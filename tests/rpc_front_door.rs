@@ -1892,3 +1892,55 @@ async fn connections_are_spread_over_the_rpc_threads_and_counted_until_closed() 
         "c"
     );
 }
+
+/// A WebSocket upgrade with a wrong handshake is refused as RFC 6455 says (400; 426 with the
+/// version this server speaks), in JSON: jsonrpsee answered these 200 with a line of text.
+#[tokio::test]
+async fn websocket_handshakes_are_checked() {
+    let node = Node::start("ws-handshake", "dev", |_| {}).await;
+    let key = add_key(node.dir.path(), "erin", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let upgrade = |headers: &str| {
+        format!(
+            "GET /ws/v3/{key} HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\n{headers}\r\n"
+        )
+    };
+    for (headers, status) in [
+        ("sec-websocket-version: 13\r\n", "400"),
+        (
+            "sec-websocket-version: 13\r\nsec-websocket-key: short\r\n",
+            "400",
+        ),
+        (
+            "sec-websocket-version: 8\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+            "426",
+        ),
+        ("sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n", "426"),
+        (
+            "sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+            "101",
+        ),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(node.addr())
+            .await
+            .expect("connect");
+        let answer = raw_exchange(
+            &mut stream,
+            &upgrade(headers),
+            "\r\n\r\n",
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{headers:?}: {answer}"
+        );
+        if status == "426" {
+            assert!(
+                answer.to_lowercase().contains("sec-websocket-version: 13"),
+                "{answer}"
+            );
+        }
+    }
+    node.server.stop();
+}

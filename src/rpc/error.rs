@@ -10,6 +10,8 @@
 //! | 401  | -32001        | `project id revoked`                           | key revoked with `simnode keys revoke` (open WS connections: in-band, per message) |
 //! | 403  | -32002        | `origin not allowed: ...`                      | a CORS preflight or WebSocket upgrade from an origin `--http.corsdomain` / `--ws.origins` do not list; a key with an origin list used from another origin or without one |
 //! | 415  | -32600        | `unsupported content type: ...`                | HTTP POST without `Content-Type: application/json`           |
+//! | 400  | -32600        | `bad WebSocket handshake: ...`                 | an upgrade whose `Sec-WebSocket-Key` is missing or not the base64 of 16 bytes |
+//! | 426  | -32600        | `unsupported WebSocket version: ...`           | an upgrade without `Sec-WebSocket-Version: 13` (answered with that header) |
 //! | 400  | -32600        | `malformed request body: ...`                  | a body that broke off or was framed wrong (a bad chunk, fewer bytes than `Content-Length`); the connection is closed |
 //! | 413  | -32007        | `request body too large: ...`                  | body over `--rpc.max-request-size` (WS: same limit, per message, answered in-band) |
 //! | 429  | -32005        | `project ID request rate exceeded`             | over the key's requests/s; `data: {allowed_rps, backoff_seconds}` (WS: in-band, no status) |
@@ -71,6 +73,12 @@ pub enum FrontDoorError {
     /// The body did not arrive within the read timeout after the headers.
     #[error("request body not received within {} s", after.as_secs())]
     BodyTimeout { after: Duration },
+    /// A WebSocket upgrade without a version this server speaks (13, RFC 6455).
+    #[error("unsupported WebSocket version: use Sec-WebSocket-Version: 13")]
+    WsVersion,
+    /// A WebSocket upgrade whose handshake headers are wrong.
+    #[error("bad WebSocket handshake: {0}")]
+    BadWsHandshake(&'static str),
     /// The body broke off or was framed wrong (a bad chunk, fewer bytes than declared).
     #[error("malformed request body: {0}")]
     MalformedBody(String),
@@ -119,7 +127,8 @@ impl FrontDoorError {
             Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            Self::MalformedBody(_) => StatusCode::BAD_REQUEST,
+            Self::MalformedBody(_) | Self::BadWsHandshake(_) => StatusCode::BAD_REQUEST,
+            Self::WsVersion => StatusCode::UPGRADE_REQUIRED,
             Self::RateLimited { .. }
             | Self::QuotaExceeded { .. }
             | Self::TooManyConnectionsForKey { .. }
@@ -142,6 +151,8 @@ impl FrontDoorError {
             | Self::UnsupportedContentType
             | Self::BodyTimeout { .. }
             | Self::MalformedBody(_)
+            | Self::WsVersion
+            | Self::BadWsHandshake(_)
             | Self::SubscriptionInBatch(_) => INVALID_REQUEST_CODE,
             Self::MissingKey | Self::InvalidKey | Self::RevokedKey => UNAUTHORIZED_CODE,
             Self::BodyTooLarge { .. } => OVERSIZED_REQUEST_CODE,
@@ -210,6 +221,9 @@ impl FrontDoorError {
         }
         if let Self::MethodNotAllowed { allow, .. } = self {
             builder = builder.header(http::header::ALLOW, *allow);
+        }
+        if let Self::WsVersion = self {
+            builder = builder.header(http::header::SEC_WEBSOCKET_VERSION, "13");
         }
         // The connection cannot carry another request after a body that never arrived whole.
         if matches!(self, Self::BodyTimeout { .. } | Self::MalformedBody(_)) {

@@ -342,6 +342,24 @@ fn is_upgrade<B>(req: &Request<B>) -> bool {
     has_token(header::CONNECTION, "upgrade") && has_token(header::UPGRADE, "websocket")
 }
 
+/// Why a WebSocket upgrade cannot be accepted (RFC 6455 §4.2.1), if it cannot: jsonrpsee
+/// answers these 200 with a line of text.
+fn bad_handshake<B>(req: &Request<B>) -> Option<FrontDoorError> {
+    let version = req.headers().get(header::SEC_WEBSOCKET_VERSION);
+    if version.is_none_or(|v| v.as_bytes() != b"13") {
+        return Some(FrontDoorError::WsVersion);
+    }
+    use base64::{engine::general_purpose::STANDARD, Engine as _};
+    let key = req.headers().get(header::SEC_WEBSOCKET_KEY);
+    let nonce = key.and_then(|k| STANDARD.decode(k.as_bytes()).ok());
+    if nonce.is_none_or(|n| n.len() != 16) {
+        return Some(FrontDoorError::BadWsHandshake(
+            "Sec-WebSocket-Key must be the base64 of 16 bytes",
+        ));
+    }
+    None
+}
+
 /// Whether the request says its body is JSON: geth's media types (`application/json`,
 /// `application/json-rpc`, `application/jsonrequest`), any case, with any parameters (a charset,
 /// quoted or not). Checked here so that a wrong one gets a JSON body; jsonrpsee, which accepts
@@ -688,6 +706,9 @@ where
                     serve_body(&mut inner, parts, body, shared.max_response_body_size).await?
                 }
                 Transport::Ws => {
+                    if let Some(refusal) = bad_handshake(&req) {
+                        return reject(refusal).await;
+                    }
                     let permit = match shared.take_ws_connection(&entry_id) {
                         Ok(slot) => slot,
                         Err(err) => return reject(err).await,
