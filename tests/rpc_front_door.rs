@@ -1944,3 +1944,41 @@ async fn websocket_handshakes_are_checked() {
     }
     node.server.stop();
 }
+
+/// A keep-alive connection that carries nothing for `--http.idle-timeout` is closed; one in
+/// use stays open.
+#[tokio::test]
+async fn idle_connections_are_closed() {
+    let node = Node::start("idle", "dev", |args| args.idle_timeout_secs = 1).await;
+    let key = add_key(node.dir.path(), "fay", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"test_echo","params":[1]}"#;
+    let request = format!(
+        "POST /v3/{key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let connect = || tokio::net::TcpStream::connect(node.addr());
+    let (mut idle, mut busy) = (
+        connect().await.expect("connect"),
+        connect().await.expect("connect"),
+    );
+    for stream in [&mut idle, &mut busy] {
+        let answer = raw_exchange(stream, &request, "}", Duration::from_secs(5)).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    // The busy one asks every 400 ms for 2.4 s, past the idle one's limit.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let answer = raw_exchange(&mut busy, &request, "}", Duration::from_secs(5)).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut idle, &mut buf),
+    )
+    .await
+    .expect("closed in time");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    node.server.stop();
+}

@@ -36,6 +36,7 @@ pub mod dev_controls;
 pub mod error;
 pub mod health;
 pub mod http_layer;
+pub mod idle;
 pub mod ids;
 pub mod keys;
 pub mod limiter;
@@ -124,6 +125,11 @@ pub struct RpcArgs {
     /// answered with HTTP 408 and its connection slot freed.
     #[arg(long = "http.read-timeout", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub read_timeout_secs: u64,
+    /// Seconds a connection may carry nothing before it is closed (an HTTP keep-alive
+    /// connection between requests; a WebSocket the server pings is never that quiet). At
+    /// least twice --rpc.evm-timeout, so that no call is cut; 0: never.
+    #[arg(long = "http.idle-timeout", default_value_t = 120)]
+    pub idle_timeout_secs: u64,
     /// Most open WebSocket connections; more are refused with HTTP 503.
     #[arg(long = "ws.max-connections", default_value_t = 100, value_parser = at_least_one_u32())]
     pub max_ws_connections: u32,
@@ -204,6 +210,7 @@ impl Default for RpcArgs {
             max_batch_size: 100,
             max_connections: 500,
             read_timeout_secs: 30,
+            idle_timeout_secs: 120,
             max_ws_connections: 100,
             threads: 0,
             spin_us: 200,
@@ -241,6 +248,8 @@ pub struct RpcConfig {
     pub max_batch_size: u32,
     pub max_connections: u32,
     pub read_timeout: Duration,
+    /// How long a connection may carry nothing (see [`idle`]); `None`: for ever.
+    pub idle_timeout: Option<Duration>,
     pub max_ws_connections: u32,
     /// RPC worker threads (see [`workers`]); at least one.
     pub threads: usize,
@@ -294,6 +303,8 @@ impl RpcConfig {
             max_batch_size: args.max_batch_size,
             max_connections: args.max_connections,
             read_timeout: Duration::from_secs(args.read_timeout_secs),
+            idle_timeout: (args.idle_timeout_secs > 0)
+                .then(|| Duration::from_secs(args.idle_timeout_secs)),
             max_ws_connections: args.max_ws_connections,
             threads: match args.threads {
                 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -486,12 +497,17 @@ pub async fn start(
         workers::Workers::start(config.threads, config.spin).context("starting RPC threads")?,
     );
     let (stop_handle, handle) = jsonrpsee::server::stop_channel();
+    // No call may be cut for want of bytes on its connection while it runs.
+    let idle = config
+        .idle_timeout
+        .map(|idle| idle.max(2 * config.batch_timeout.unwrap_or_default()));
     tokio::spawn(accept_connections(
         listener,
         workers.clone(),
         stop_handle,
         services,
         methods,
+        idle,
     ));
     let refresh = keys
         .embedded()
@@ -594,6 +610,7 @@ async fn accept_connections(
     stop: StopHandle,
     services: Services,
     methods: Methods,
+    idle: Option<Duration>,
 ) {
     let stopped = stop.clone().shutdown();
     tokio::pin!(stopped);
@@ -623,11 +640,20 @@ async fn accept_connections(
         let service = services.clone().build(methods.clone(), stop.clone());
         let stop = stop.clone();
         workers.deal(stream, move |stream| async move {
-            if let Err(err) =
-                jsonrpsee::server::serve_with_graceful_shutdown(stream, service, stop.shutdown())
-                    .await
-            {
-                tracing::debug!(target: "simnode::rpc", %err, "connection ended with an error");
+            let (stream, activity) = idle::watched(stream);
+            let serving =
+                jsonrpsee::server::serve_with_graceful_shutdown(stream, service, stop.shutdown());
+            let quiet = async {
+                match idle {
+                    Some(limit) => activity.idle_for(limit).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                served = serving => if let Err(err) = served {
+                    tracing::debug!(target: "simnode::rpc", %err, "connection ended with an error");
+                },
+                () = quiet => tracing::debug!(target: "simnode::rpc", "closing an idle connection"),
             }
         });
     }
