@@ -199,10 +199,7 @@ fn panicked(
 /// JSON-RPC spec and geth run it. `None` for a subscription, which a notification could
 /// never be told the id of.
 fn notification_call<'a>(shared: &Shared, n: Notification<'a>) -> Option<Request<'a>> {
-    let subscribes = matches!(
-        shared.methods.method(n.method_name()),
-        Some(MethodCallback::Subscription(_))
-    );
+    let subscribes = opens_subscription(shared, n.method_name());
     let Notification {
         method,
         params,
@@ -223,11 +220,14 @@ fn notification_call<'a>(shared: &Shared, n: Notification<'a>) -> Option<Request
 /// call is refused as a single one would be).
 fn subscribes_over_ws(shared: &Shared, request: &Request<'_>) -> bool {
     let transport = request.extensions().get::<Transport>().copied();
-    transport == Some(Transport::Ws)
-        && matches!(
-            shared.methods.method(request.method_name()),
-            Some(MethodCallback::Subscription(_))
-        )
+    transport == Some(Transport::Ws) && opens_subscription(shared, request.method_name())
+}
+
+fn opens_subscription(shared: &Shared, method: &str) -> bool {
+    matches!(
+        shared.methods.method(method),
+        Some(MethodCallback::Subscription(_))
+    )
 }
 
 /// The answer of a batch call that would start after the batch's calls used up their time

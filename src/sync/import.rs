@@ -5,9 +5,9 @@
 //! Each block is still its own commit, but commits do not wait for the disk one by one: the
 //! database is synced every [`SYNC_EVERY`], before a read that may wait on the file or pipe,
 //! and at the end, so a crash costs at most the blocks of the last quarter second, which the
-//! re-run imports again. (Syncing every block
-//! held a fifth of the import's wall time; a sync every second instead of every quarter
-//! second was no faster and held more unsynced pages in memory.)
+//! re-run imports again. (Syncing every block held a fifth of the import's wall time; a sync
+//! every second instead of every quarter second was no faster and held more unsynced pages in
+//! memory.)
 
 use std::{
     io::Read,
