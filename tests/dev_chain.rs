@@ -2300,4 +2300,9 @@ fn notifications_run_without_an_answer() {
         format!("{:#x}", before + 4),
         "{answers}"
     );
+    // A call whose id jsonrpsee cannot hold (it takes it for a notification) runs once, and
+    // is answered with its id.
+    let (_, body) = node.rpc_raw(r#"{"jsonrpc":"2.0","id":-1,"method":"evm_mine","params":[]}"#);
+    assert!(body.contains(r#""id":-1"#), "{body}");
+    assert_eq!(height(&node), before + 5);
 }

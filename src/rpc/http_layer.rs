@@ -511,13 +511,21 @@ where
     // A single request's method may leave its result as text (see `raw_result`).
     let slot = || Some(RawAnswerSlot::new(max_response_bytes));
     let response = dispatch(inner, parts, body.clone(), None, slot()).await?;
-    let unanswered = response.extensions().get::<NoAnswer>().is_some();
-    let Some(rewrite) = unanswered.then(|| ids::fix_single(&body)).flatten() else {
+    if response.extensions().get::<NoAnswer>().is_none() {
         return Ok(response);
-    };
+    }
     // Refused for its rate the first time: charged (and refused) again; otherwise it was
     // counted once already.
     let charged = response.extensions().get::<LimitedMarker>().is_none();
+    let Some(rewrite) = ids::fix_single(&body) else {
+        // A notification: run as a call, its answer dropped (jsonrpsee would not run it).
+        if let (true, Some(call)) = (charged, ids::notification_as_call(&body)) {
+            let head = resend_head(uri, key, true)?;
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            dispatch(inner, head, Bytes::from(call), None, None).await?;
+        }
+        return Ok(response);
+    };
     let head = resend_head(uri, key, charged)?;
     let sent = Bytes::from(rewrite.body.clone());
     std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;

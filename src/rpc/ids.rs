@@ -185,6 +185,19 @@ pub fn fix_single(body: &[u8]) -> Option<Rewrite> {
     rewrite(body, vec![span])
 }
 
+/// For a single request jsonrpsee took for a notification and [`fix_single`] left alone: the
+/// body to run it as a call (an id added, the answer to be dropped), if it is a notification,
+/// an object with a method and no id.
+pub fn notification_as_call(body: &[u8]) -> Option<String> {
+    let mut object: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(body).ok()?;
+    if object.contains_key("id") || !object.contains_key("method") {
+        return None;
+    }
+    object.insert("id".into(), serde_json::Value::from("notification"));
+    serde_json::to_string(&object).ok()
+}
+
 /// For a batch: the body to send instead, if any of its requests has an id jsonrpsee would
 /// get wrong. A body that is not a JSON array is left to jsonrpsee.
 pub fn fix_batch(body: &[u8]) -> Option<Rewrite> {
@@ -207,6 +220,25 @@ pub fn fix_batch(body: &[u8]) -> Option<Rewrite> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notifications_become_calls_and_nothing_else_does() {
+        let call = notification_as_call(br#"{"jsonrpc":"2.0","method":"m","params":[1]}"#)
+            .expect("a notification");
+        let call: serde_json::Value = serde_json::from_str(&call).unwrap();
+        assert_eq!(call["method"], "m");
+        assert_eq!(call["params"], serde_json::json!([1]));
+        assert!(call["id"].is_string());
+        for body in [
+            r#"{"jsonrpc":"2.0","id":-1,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0"}"#,
+            "[]",
+            "not json",
+        ] {
+            assert_eq!(notification_as_call(body.as_bytes()), None, "{body}");
+        }
+    }
 
     #[test]
     fn carried_ids_are_left_alone() {

@@ -512,6 +512,13 @@ where
                 response.extensions_mut().insert(LimitedMarker(err));
                 return response;
             }
+            // Over HTTP a request jsonrpsee takes for a notification may be a call whose id it
+            // cannot hold; the HTTP layer tells them apart with the body in hand and runs each
+            // once (see `ids`). Over a WebSocket, where such calls go unanswered, it runs here.
+            let over_http = n.extensions().get::<Transport>() != Some(&Transport::Ws);
+            if over_http {
+                return no_answer();
+            }
             if let Some(call) = notification_call(&shared, n) {
                 Self::serve_call(inner, shared, call).await;
             }
