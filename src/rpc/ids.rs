@@ -16,8 +16,10 @@
 //! stand-in string the request does not contain anywhere, and in the answer the stand-in is
 //! replaced by the id as the client wrote it. A single request sent on again is counted once
 //! against its key's limits (its first dispatch, as the notification jsonrpsee took it for, was).
-//! WebSocket messages are read by jsonrpsee itself, past this layer: there such requests are
-//! still not answered.
+//! A true notification (no id) is sent on too, with an id added and its answer dropped, since
+//! jsonrpsee's service answers notifications without running them ([`notification_as_call`]).
+//! WebSocket messages are read by jsonrpsee itself, past this layer: there such requests run
+//! as notifications and are not answered.
 
 use jsonrpsee::types::Id;
 use serde::Deserialize;
