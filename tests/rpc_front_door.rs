@@ -1893,6 +1893,38 @@ async fn connections_are_spread_over_the_rpc_threads_and_counted_until_closed() 
     );
 }
 
+/// An HTTP/1.1 request names its host once (RFC 9112 §3.2): without a Host header, or with
+/// two, it is 400; HTTP/1.0 may leave it out.
+#[tokio::test]
+async fn requests_name_their_host_once() {
+    let node = Node::start("host-header", "dev", |_| {}).await;
+    let key = add_key(node.dir.path(), "gus", &[]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"test_echo","params":[1]}"#;
+    for (version, hosts, status) in [
+        ("1.1", "", "400"),
+        ("1.1", "host: a\r\nhost: b\r\n", "400"),
+        ("1.1", "host: a\r\n", "200"),
+        ("1.0", "", "200"),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(node.addr())
+            .await
+            .expect("connect");
+        let request = format!(
+            "POST /v3/{key} HTTP/{version}\r\n{hosts}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let answer = raw_exchange(&mut stream, &request, "}", Duration::from_secs(5)).await;
+        // (hyper answers an HTTP/1.0 request in HTTP/1.0.)
+        assert_eq!(
+            answer.split(' ').nth(1),
+            Some(status),
+            "{version} {hosts:?}: {answer}"
+        );
+    }
+    node.server.stop();
+}
+
 /// A WebSocket upgrade with a wrong handshake is refused as RFC 6455 says (400; 426 with the
 /// version this server speaks), in JSON: jsonrpsee answered these 200 with a line of text.
 #[tokio::test]

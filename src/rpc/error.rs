@@ -10,6 +10,7 @@
 //! | 401  | -32001        | `project id revoked`                           | key revoked with `simnode keys revoke` (open WS connections: in-band, per message) |
 //! | 403  | -32002        | `origin not allowed: ...`                      | a CORS preflight or WebSocket upgrade from an origin `--http.corsdomain` / `--ws.origins` do not list; a key with an origin list used from another origin or without one |
 //! | 415  | -32600        | `unsupported content type: ...`                | HTTP POST without `Content-Type: application/json`           |
+//! | 400  | -32600        | `bad request: name the host once, ...`         | an HTTP/1.1 request without a `Host` header, or any request with two (RFC 9112 §3.2) |
 //! | 400  | -32600        | `bad WebSocket handshake: ...`                 | an upgrade whose `Sec-WebSocket-Key` is missing or not the base64 of 16 bytes |
 //! | 426  | -32600        | `unsupported WebSocket version: ...`           | an upgrade without `Sec-WebSocket-Version: 13` (answered with that header) |
 //! | 400  | -32600        | `malformed request body: ...`                  | a body that broke off or was framed wrong (a bad chunk, fewer bytes than `Content-Length`); the connection is closed |
@@ -73,6 +74,9 @@ pub enum FrontDoorError {
     /// The body did not arrive within the read timeout after the headers.
     #[error("request body not received within {} s", after.as_secs())]
     BodyTimeout { after: Duration },
+    /// An HTTP/1.1 request without a Host header, or any with two (RFC 9112 §3.2).
+    #[error("bad request: name the host once, in one Host header")]
+    BadHost,
     /// A WebSocket upgrade without a version this server speaks (13, RFC 6455).
     #[error("unsupported WebSocket version: use Sec-WebSocket-Version: 13")]
     WsVersion,
@@ -127,7 +131,9 @@ impl FrontDoorError {
             Self::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            Self::MalformedBody(_) | Self::BadWsHandshake(_) => StatusCode::BAD_REQUEST,
+            Self::MalformedBody(_) | Self::BadWsHandshake(_) | Self::BadHost => {
+                StatusCode::BAD_REQUEST
+            }
             Self::WsVersion => StatusCode::UPGRADE_REQUIRED,
             Self::RateLimited { .. }
             | Self::QuotaExceeded { .. }
@@ -151,6 +157,7 @@ impl FrontDoorError {
             | Self::UnsupportedContentType
             | Self::BodyTimeout { .. }
             | Self::MalformedBody(_)
+            | Self::BadHost
             | Self::WsVersion
             | Self::BadWsHandshake(_)
             | Self::SubscriptionInBatch(_) => INVALID_REQUEST_CODE,

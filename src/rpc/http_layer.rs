@@ -551,6 +551,11 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
+        // RFC 9112 §3.2: an HTTP/1.1 request names its host once; hyper takes it without.
+        let hosts = req.headers().get_all(header::HOST).iter().count();
+        if hosts > 1 || (hosts == 0 && req.version() == http::Version::HTTP_11) {
+            return reject(FrontDoorError::BadHost);
+        }
         // Only browsers send an Origin, and only some clients take gzip; the rest (and every
         // load generator) take the direct path.
         let origin = req.headers().get(header::ORIGIN).cloned();
