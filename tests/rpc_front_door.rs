@@ -213,6 +213,12 @@ impl Node {
 
     /// The status a WebSocket handshake is refused with.
     async fn ws_refused(&self, path: &str) -> (u16, Value) {
+        let (status, body, _) = self.ws_refusal(path).await;
+        (status, body)
+    }
+
+    /// The status, body and headers a WebSocket handshake is refused with.
+    async fn ws_refusal(&self, path: &str) -> (u16, Value, http::HeaderMap) {
         let url = format!("ws://{}{path}", self.addr());
         match tokio_tungstenite::connect_async(url).await {
             Err(tungstenite::Error::Http(response)) => {
@@ -220,6 +226,7 @@ impl Node {
                 (
                     response.status().as_u16(),
                     serde_json::from_slice(&body).unwrap_or(Value::Null),
+                    response.headers().clone(),
                 )
             }
             Err(other) => panic!("unexpected handshake error {other}"),
@@ -1513,9 +1520,13 @@ async fn websocket_calls_limits_and_ping() {
     let other = add_key(node.dir.path(), "ivy", &[]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let _fourth = node.ws(&other).await;
-    let (status, body) = node.ws_refused(&format!("/ws/v3/{other}")).await;
+    let (status, body, headers) = node.ws_refusal(&format!("/ws/v3/{other}")).await;
     assert_eq!(status, 503);
     assert_eq!(body["error"]["code"], -32005);
+    assert_eq!(
+        headers.get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
     // Closing one frees its slot.
     ws.0.close(None).await.expect("close");
     drop(ws);

@@ -185,6 +185,7 @@ impl FrontDoorError {
             }
             Self::KeyBackendUnavailable
             | Self::TooManyConnections { .. }
+            | Self::TooManyWsConnections { .. }
             | Self::TooManyConnectionsForKey { .. }
             | Self::TooManyWsConnectionsForKey { .. } => Some(Duration::from_secs(1)),
             _ => None,
