@@ -22,7 +22,7 @@ use simnode_api::{
 use crate::{
     pool::Pool,
     store::{HistoricalState, Store},
-    sync::{build, dev::DevChain},
+    sync::{build, dev::DevChain, payload},
 };
 
 /// How the node lays out its next block before executing it.
@@ -40,7 +40,11 @@ impl NextBlockRules {
             Self::Dev(chain) => chain.next_block_header(parent),
             Self::Synced => {
                 let timestamp = build::now().max(parent.timestamp.saturating_add(1));
-                build::next_header(store, parent, timestamp)
+                let mut header = build::next_header(store, parent, timestamp);
+                // As geth's pending block (its miner's): the gas limit steps toward the ceiling.
+                header.gas_limit =
+                    payload::next_gas_limit(parent.gas_limit, payload::GAS_LIMIT_TARGET);
+                header
             }
         }
     }

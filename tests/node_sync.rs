@@ -1128,6 +1128,9 @@ fn a_synced_nodes_pending_block_holds_its_pool() {
     assert_eq!(empty["parentHash"], HEAD_54, "{empty}");
     assert_eq!(empty["number"], "0x37");
     assert_eq!(empty["transactions"], json!([]));
+    // Its gas limit steps toward geth's ceiling, as geth's miner lays its pending block out
+    // (the execution-apis testing_buildBlockV1 fixture shows the same step from 0xbebc200).
+    assert_eq!(empty["gasLimit"], "0xbe8c711", "{empty}");
     let balance = |tag: &str| {
         let r = node.result("eth_getBalance", json!([RECIPIENT, tag]));
         u128::from_str_radix(r.as_str().expect("a quantity").trim_start_matches("0x"), 16)
