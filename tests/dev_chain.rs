@@ -2276,10 +2276,7 @@ fn method_flags_that_do_nothing_are_warned_about() {
 #[test]
 fn notifications_run_without_an_answer() {
     let node = Node::start(TempDir::new("dev-notify"), Path::new("dev"), &["--dev"]);
-    let height = |node: &Node| {
-        let n = node.result("eth_blockNumber", json!([]));
-        u64::from_str_radix(n.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
-    };
+    let height = |node: &Node| quantity(&node.result("eth_blockNumber", json!([])));
     let before = height(&node);
     let (status, body) = node.rpc_raw(r#"{"jsonrpc":"2.0","method":"evm_mine","params":[]}"#);
     assert_eq!((status, body.as_str()), (200, ""));

@@ -29,14 +29,21 @@ fn chain_blocks() -> Vec<Block<TxEnvelope>> {
     blocks
 }
 
-fn import(datadir: &Path, file: &Path) -> (bool, String) {
-    let out = Command::new(simnode_bin())
+/// `simnode import` of `file` into `datadir` on the execution-apis genesis.
+fn import_command(datadir: &Path, file: &Path) -> Command {
+    let mut command = Command::new(simnode_bin());
+    command
         .arg("import")
         .arg("--chain")
         .arg(execution_apis_genesis())
         .arg("--datadir")
         .arg(datadir)
-        .arg(file)
+        .arg(file);
+    command
+}
+
+fn import(datadir: &Path, file: &Path) -> (bool, String) {
+    let out = import_command(datadir, file)
         .output()
         .expect("run simnode import");
     let text = format!(
@@ -90,12 +97,7 @@ fn an_import_waiting_on_a_stalled_pipe_has_synced_its_blocks() {
     let dir = TempDir::new("import-stall");
     let fifo = make_fifo(&dir);
     let datadir = TempDir::new("import-stall-data");
-    let mut import = Command::new(simnode_bin())
-        .args(["import", "--chain"])
-        .arg(execution_apis_genesis())
-        .arg("--datadir")
-        .arg(datadir.path())
-        .arg(&fifo)
+    let mut import = import_command(datadir.path(), &fifo)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -198,13 +200,7 @@ fn killed_import_resumes_without_losing_blocks() {
     // and a re-run must finish the chain.
     for delay_ms in [5u64, 40, 120] {
         let dir = TempDir::new("killed");
-        let mut child = Command::new(simnode_bin())
-            .arg("import")
-            .arg("--chain")
-            .arg(execution_apis_genesis())
-            .arg("--datadir")
-            .arg(dir.path())
-            .arg(&chain)
+        let mut child = import_command(dir.path(), &chain)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
