@@ -169,6 +169,18 @@ impl Node {
         self.server.local_addr()
     }
 
+    /// `simnode keys add NAME [LIMITS]` on this node's datadir, once the node has read it.
+    async fn add_key(&self, name: &str, limits: &[&str]) -> String {
+        let key = add_key(self.dir.path(), name, limits);
+        self.keys_reloaded().await;
+        key
+    }
+
+    /// Waits out three of the node's 50 ms key-file refreshes, so a `simnode keys` change shows.
+    async fn keys_reloaded(&self) {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+
     async fn post(&self, path: &str, body: &str) -> Reply {
         http(
             self.addr(),
@@ -373,8 +385,7 @@ impl Ws {
 #[tokio::test]
 async fn only_the_two_doors_exist() {
     let node = Node::start("paths", "dev", |_| {}).await;
-    let key = add_key(node.dir.path(), "alice", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("alice", &[]).await;
 
     let ok = node.call(&key, "test_echo", json!(["hi"])).await;
     assert_eq!(ok.status, 200, "{ok:?}");
@@ -417,8 +428,7 @@ async fn only_the_two_doors_exist() {
 #[tokio::test]
 async fn cors_for_browser_pages_by_default() {
     let node = Node::start("cors-any", "dev", |_| {}).await;
-    let key = add_key(node.dir.path(), "page", &["--rps", "1", "--burst", "2"]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("page", &["--rps", "1", "--burst", "2"]).await;
     let origin = ("origin", "https://wallet.example");
 
     let preflight = http_with(
@@ -499,8 +509,7 @@ async fn cors_and_websocket_origins_from_a_list() {
         args.ws_origins = vec!["https://good.example".into()];
     })
     .await;
-    let key = add_key(node.dir.path(), "page", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("page", &[]).await;
     let preflight = |origin: &'static str| {
         let addr = node.addr();
         let path = format!("/v3/{key}");
@@ -583,15 +592,15 @@ async fn cors_and_websocket_origins_from_a_list() {
 #[tokio::test]
 async fn a_key_limited_to_its_origins() {
     let node = Node::start("key-origins", "dev", |_| {}).await;
-    let key = add_key(
-        node.dir.path(),
-        "page",
-        &[
-            "--allow-origin",
-            "https://good.example,https://other.example",
-        ],
-    );
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node
+        .add_key(
+            "page",
+            &[
+                "--allow-origin",
+                "https://good.example,https://other.example",
+            ],
+        )
+        .await;
     let call = |origin: Option<&'static str>| {
         let addr = node.addr();
         let path = format!("/v3/{key}");
@@ -636,7 +645,7 @@ async fn a_key_limited_to_its_origins() {
     // `keys origins KEY` with none lifts the list.
     let out = keys_cli(node.dir.path(), &["origins", &key]).expect("keys origins");
     assert!(out.trim_end().ends_with("any"), "{out}");
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    node.keys_reloaded().await;
     assert_eq!(call(None).await.status, 200);
     assert_eq!(call(Some("https://evil.example")).await.status, 200);
     // A key cannot refuse every origin, and an origin must be written as browsers send it.
@@ -651,8 +660,7 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
     let node = Node::start("gzip", "dev", |_| {}).await;
     let plain_node = Node::start("gzip-off", "dev", |args| args.disable_compression = true).await;
     let key = add_key(node.dir.path(), "indexer", &[]);
-    let plain_key = add_key(plain_node.dir.path(), "indexer", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let plain_key = plain_node.add_key("indexer", &[]).await;
     let echo = |text: String| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "test_echo", "params": [text]})
             .to_string()
@@ -764,12 +772,9 @@ async fn large_answers_are_gzipped_for_clients_that_take_it() {
 #[tokio::test]
 async fn a_key_limited_to_some_methods() {
     let node = Node::start("key-methods", "dev", |_| {}).await;
-    let key = add_key(
-        node.dir.path(),
-        "reader",
-        &["--allow-method", "test_echo,test_a*"],
-    );
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node
+        .add_key("reader", &["--allow-method", "test_echo,test_a*"])
+        .await;
 
     let echo = node.call(&key, "test_echo", json!(["hi"])).await;
     assert_eq!(echo.json()["result"], "hi", "{echo:?}");
@@ -809,7 +814,7 @@ async fn a_key_limited_to_some_methods() {
     // Every method again.
     let out = keys_cli(node.dir.path(), &["methods", &key, "*"]).expect("keys methods");
     assert!(out.trim_end().ends_with("any"), "{out}");
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    node.keys_reloaded().await;
     let who = node.call(&key, "test_whoami", json!([])).await;
     assert!(who.json()["result"].is_string(), "{who:?}");
     assert!(keys_cli(node.dir.path(), &["methods", &key, "eth-call"]).is_err());
@@ -838,9 +843,8 @@ async fn keys_are_required_checked_and_revocable() {
     );
 
     // A key added while the server runs works within the refresh interval, and the method sees it.
-    let key = add_key(node.dir.path(), "bob", &[]);
+    let key = node.add_key("bob", &[]).await;
     assert_eq!(key.len(), 32, "128-bit hex key: {key}");
-    tokio::time::sleep(Duration::from_millis(150)).await;
     let who = node.call(&key, "test_whoami", json!([])).await;
     assert_eq!(who.status, 200);
     let id = who.json()["result"]
@@ -855,7 +859,7 @@ async fn keys_are_required_checked_and_revocable() {
     // Revoked (by id, as `keys list` shows it): 401 on HTTP and on the WebSocket handshake.
     let out = keys_cli(node.dir.path(), &["revoke", &id]).expect("revoke");
     assert!(out.contains("revoked"), "{out}");
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    node.keys_reloaded().await;
     let revoked = node.call(&key, "test_echo", json!([1])).await;
     assert_eq!(revoked.status, 401);
     assert_eq!(revoked.error_code(), -32001);
@@ -911,8 +915,7 @@ async fn cli_keys_and_dev_key_creation() {
 #[tokio::test]
 async fn content_type_and_body_size() {
     let node = Node::start("http-limits", "dev", |args| args.max_request_size = 1024).await;
-    let key = add_key(node.dir.path(), "carol", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("carol", &[]).await;
     let path = format!("/v3/{key}");
     let body = br#"{"jsonrpc":"2.0","id":1,"method":"test_echo","params":[1]}"#.to_vec();
 
@@ -991,8 +994,7 @@ async fn json_rpc_conformance() {
         args.max_response_size = 4096;
     })
     .await;
-    let key = add_key(node.dir.path(), "dave", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("dave", &[]).await;
     let path = format!("/v3/{key}");
 
     let parse = node.post(&path, r#"{"jsonrpc":"2.0","id":1,"#).await;
@@ -1174,8 +1176,7 @@ async fn results_left_as_text_read_the_same_on_every_path() {
         args.max_response_size = 4096;
     })
     .await;
-    let key = add_key(node.dir.path(), "tara", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("tara", &[]).await;
     let path = format!("/v3/{key}");
     let expected = |id: &str, n: usize| {
         format!(
@@ -1245,8 +1246,7 @@ async fn results_left_as_text_read_the_same_on_every_path() {
 #[tokio::test]
 async fn method_policy_follows_the_network() {
     let hoodi = Node::start("policy-hoodi", "hoodi", |_| {}).await;
-    let key = add_key(hoodi.dir.path(), "erin", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = hoodi.add_key("erin", &[]).await;
     let reply = hoodi.call(&key, "eth_simulateV1", json!([{}])).await;
     assert_eq!(reply.error_code(), -32601);
     assert_eq!(
@@ -1257,8 +1257,7 @@ async fn method_policy_follows_the_network() {
 
     for network in ["mainnet", "sepolia", "dev", "custom"] {
         let node = Node::start(&format!("policy-{network}"), network, |_| {}).await;
-        let key = add_key(node.dir.path(), "erin", &[]);
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        let key = node.add_key("erin", &[]).await;
         assert_eq!(
             node.call(&key, "eth_simulateV1", json!([{}])).await.json()["result"],
             "simulated"
@@ -1270,8 +1269,7 @@ async fn method_policy_follows_the_network() {
         args.allow_methods = vec!["eth_simulateV1".to_string()]
     })
     .await;
-    let key = add_key(allowed.dir.path(), "erin", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = allowed.add_key("erin", &[]).await;
     assert_eq!(
         allowed
             .call(&key, "eth_simulateV1", json!([{}]))
@@ -1288,8 +1286,7 @@ async fn method_policy_follows_the_network() {
 #[tokio::test]
 async fn rate_limit_answers_429_then_recovers_after_the_backoff() {
     let node = Node::start("rate", "dev", |_| {}).await;
-    let key = add_key(node.dir.path(), "frank", &["--rps", "2", "--burst", "2"]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("frank", &["--rps", "2", "--burst", "2"]).await;
 
     assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
     assert_eq!(node.call(&key, "test_echo", json!([2])).await.status, 200);
@@ -1342,7 +1339,7 @@ async fn rate_limit_answers_429_then_recovers_after_the_backoff() {
 
     // Limits can be changed while the node runs.
     keys_cli(node.dir.path(), &["limit", &key, "--rps", "0"]).expect("keys limit");
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    node.keys_reloaded().await;
     for i in 0..20 {
         assert_eq!(node.call(&key, "test_echo", json!([i])).await.status, 200);
     }
@@ -1352,8 +1349,7 @@ async fn rate_limit_answers_429_then_recovers_after_the_backoff() {
 #[tokio::test]
 async fn a_batch_counts_each_item() {
     let node = Node::start("rate-batch", "dev", |_| {}).await;
-    let key = add_key(node.dir.path(), "grace", &["--rps", "1", "--burst", "5"]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("grace", &["--rps", "1", "--burst", "5"]).await;
     let path = format!("/v3/{key}");
     let batch = |ids: std::ops::Range<u32>| {
         Value::Array(
@@ -1391,8 +1387,7 @@ async fn a_batch_counts_each_item() {
 #[tokio::test]
 async fn daily_quota() {
     let node = Node::start("quota", "dev", |args| args.daily_quota = 2).await;
-    let key = add_key(node.dir.path(), "heidi", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("heidi", &[]).await;
     assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
     assert_eq!(node.call(&key, "test_echo", json!([1])).await.status, 200);
     let over = node.call(&key, "test_echo", json!([1])).await;
@@ -1415,8 +1410,7 @@ async fn daily_quota() {
 #[tokio::test]
 async fn a_method_that_panics_is_answered_and_the_connection_stays() {
     let node = Node::start("panic", "hoodi", |_| {}).await;
-    let key = add_key(node.dir.path(), "pat", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("pat", &[]).await;
 
     for method in ["test_panic", "test_panic_later"] {
         let reply = node.call(&key, method, json!([])).await;
@@ -1452,8 +1446,7 @@ async fn websocket_calls_limits_and_ping() {
         args.max_ws_connections = 4;
     })
     .await;
-    let key = add_key(node.dir.path(), "ivan", &["--rps", "1", "--burst", "2"]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("ivan", &["--rps", "1", "--burst", "2"]).await;
 
     let mut ws = node.ws(&key).await;
     assert_eq!(
@@ -1517,8 +1510,7 @@ async fn websocket_calls_limits_and_ping() {
     let (status, body) = node.ws_refused(&format!("/ws/v3/{key}")).await;
     assert_eq!(status, 429);
     assert_eq!(body["error"]["code"], -32005);
-    let other = add_key(node.dir.path(), "ivy", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let other = node.add_key("ivy", &[]).await;
     let _fourth = node.ws(&other).await;
     let (status, body, headers) = node.ws_refusal(&format!("/ws/v3/{other}")).await;
     assert_eq!(status, 503);
@@ -1542,7 +1534,7 @@ async fn websocket_calls_limits_and_ping() {
 
     // Revoking the key also refuses messages on connections opened before.
     keys_cli(node.dir.path(), &["revoke", &key]).expect("revoke");
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    node.keys_reloaded().await;
     let refused = second.call(9, "test_echo", json!([1])).await;
     assert_eq!(refused["id"], 9);
     assert_eq!(refused["error"]["code"], -32001);
@@ -1606,7 +1598,7 @@ fn sleep_request(
 async fn requests_past_the_connection_cap_get_a_json_503() {
     let node = Node::start("conn-cap", "dev", |args| args.max_connections = 4).await;
     let keys = ["mallory", "niaj", "olivia"].map(|name| add_key(node.dir.path(), name, &[]));
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    node.keys_reloaded().await;
     let addr = node.addr();
     let sleeping = |key: &str, ms: u64| sleep_request(addr, &format!("/v3/{key}"), ms);
     let mut busy: Vec<_> = (0..3).map(|_| sleeping(&keys[0], 600)).collect();
@@ -1651,7 +1643,7 @@ async fn a_body_that_stops_arriving_times_out_and_frees_its_slot() {
     })
     .await;
     let keys = ["peggy", "quentin"].map(|name| add_key(node.dir.path(), name, &[]));
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    node.keys_reloaded().await;
     let stalled = |key: String| {
         let addr = node.addr();
         tokio::spawn(async move {
@@ -1707,8 +1699,7 @@ async fn a_batch_shares_one_run_time() {
         },
     )
     .await;
-    let key = add_key(node.dir.path(), "rupert", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("rupert", &[]).await;
     let calls: Vec<Value> = (1..=4)
         .map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "test_sleep", "params": [200]}))
         .collect();
@@ -1746,8 +1737,7 @@ async fn a_batch_shares_one_run_time() {
 #[tokio::test]
 async fn a_websocket_that_does_not_read_is_answered_once_it_does() {
     let node = Node::start("ws-unread", "dev", |_| {}).await;
-    let key = add_key(node.dir.path(), "sybil", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("sybil", &[]).await;
     let mut ws = node.ws(&key).await;
     let sent = 4 * simnode::rpc::WS_UNREAD_ANSWERS as u64;
     let word = "w".repeat(10_000);
@@ -1770,8 +1760,7 @@ async fn a_websocket_that_does_not_read_is_answered_once_it_does() {
 #[tokio::test]
 async fn graceful_shutdown_finishes_requests_in_flight() {
     let node = Node::start("shutdown", "dev", |_| {}).await;
-    let key = add_key(node.dir.path(), "judy", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("judy", &[]).await;
     let addr = node.addr();
 
     let in_flight = sleep_request(addr, &format!("/v3/{key}"), 500);
@@ -1849,9 +1838,7 @@ async fn prometheus_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_spread_over_the_rpc_threads_and_counted_until_closed() {
     let node = Node::start("threads", "dev", |args| args.threads = 2).await;
-    let key = add_key(node.dir.path(), "threads", &[]);
-    // The key file is re-read every 50 ms here.
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("threads", &[]).await;
     let settle = |want: Vec<usize>| {
         let server = &node.server;
         async move {
@@ -1909,8 +1896,7 @@ async fn connections_are_spread_over_the_rpc_threads_and_counted_until_closed() 
 #[tokio::test]
 async fn requests_name_their_host_once() {
     let node = Node::start("host-header", "dev", |_| {}).await;
-    let key = add_key(node.dir.path(), "gus", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("gus", &[]).await;
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"test_echo","params":[1]}"#;
     for (version, hosts, status) in [
         ("1.1", "", "400"),
@@ -1941,8 +1927,7 @@ async fn requests_name_their_host_once() {
 #[tokio::test]
 async fn websocket_handshakes_are_checked() {
     let node = Node::start("ws-handshake", "dev", |_| {}).await;
-    let key = add_key(node.dir.path(), "erin", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("erin", &[]).await;
     let upgrade = |headers: &str| {
         format!(
             "GET /ws/v3/{key} HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\n{headers}\r\n"
@@ -1993,8 +1978,7 @@ async fn websocket_handshakes_are_checked() {
 #[tokio::test]
 async fn idle_connections_are_closed() {
     let node = Node::start("idle", "dev", |args| args.idle_timeout_secs = 1).await;
-    let key = add_key(node.dir.path(), "fay", &[]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let key = node.add_key("fay", &[]).await;
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"test_echo","params":[1]}"#;
     let request = format!(
         "POST /v3/{key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
