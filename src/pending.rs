@@ -99,7 +99,7 @@ impl PendingBlocks {
 
     /// The pending block as of now, or why it could not be built.
     fn current(&self) -> RpcResult<Built> {
-        let parent = self.store.head_header()?;
+        let parent = self.store.served_head_header()?;
         let layout = self.rules.header(&self.store, &parent);
         let inputs = (parent.hash(), self.pool.revision(), layout);
         let mut last = self.lock();
@@ -236,7 +236,7 @@ impl NodeView {
 
     /// The pending block when `number` is past the stored head and names it.
     fn pending_as(&self, number: u64) -> RpcResult<Option<Arc<Pending>>> {
-        if number <= self.store.head().latest {
+        if number <= self.store.served_head() {
             return Ok(None);
         }
         self.pending.built_as(number)

@@ -50,7 +50,23 @@ fn built_blocks_are_valid_and_not_stored() {
     let (_, answer) = node.engine_raw(&body.to_string());
     let answer: Value = serde_json::from_str(&answer).expect("JSON");
     assert_eq!(answer["result"]["status"], "VALID", "{answer}");
-    let stored = node.result("eth_getBlockByNumber", json!(["latest", false]));
+    // Stored, found by hash, and the head once a forkchoice update names it.
+    let latest = || node.result("eth_getBlockByNumber", json!(["latest", false]));
+    assert_eq!(latest()["hash"], head["hash"]);
+    let by_hash = node.result("eth_getBlockByHash", json!([payload["blockHash"], false]));
+    assert_eq!(by_hash["number"], payload["blockNumber"]);
+    let head_hash = &payload["blockHash"];
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "engine_forkchoiceUpdatedV3",
+        "params": [{"headBlockHash": head_hash, "safeBlockHash": head_hash, "finalizedBlockHash": head_hash}, null],
+    });
+    let (_, answer) = node.engine_raw(&body.to_string());
+    let answer: Value = serde_json::from_str(&answer).expect("JSON");
+    assert_eq!(
+        answer["result"]["payloadStatus"]["status"], "VALID",
+        "{answer}"
+    );
+    let stored = latest();
     assert_eq!(stored["hash"], payload["blockHash"]);
 
     // Errors: an unapplicable transaction, an unknown parent, a timestamp not after the parent.

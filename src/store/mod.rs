@@ -91,6 +91,9 @@ const META_FINALIZED: &str = "finalized";
 const META_DEV_INSTANCE: &str = "dev_instance";
 /// Where the datadir's blocks come from (see [`ChainOrigin`]), once known.
 const META_ORIGIN: &str = "origin";
+/// The head the consensus client last named, while blocks stored above it wait for a
+/// forkchoice update (see [`Unnamed`]); absent when it is the stored head.
+const META_NAMED_HEAD: &str = "named_head";
 
 /// Where a datadir's blocks come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +184,18 @@ pub struct Store {
     sync_target: tokio::sync::watch::Sender<Option<SyncTarget>>,
     /// The first write the disk refused (see [`Store::write_failure`]).
     write_failure: std::sync::OnceLock<String>,
+    /// Blocks stored above the head the consensus client named (see [`Unnamed`]).
+    unnamed: std::sync::Mutex<Unnamed>,
+}
+
+/// Blocks stored above the head the consensus client last named. `engine_newPayload`
+/// executes and stores a block that extends the chain, but only a forkchoice update makes a
+/// block the head (geth inserts such a block without setting its head): until one names
+/// them, readers are served the chain up to `named`, and the blocks' events wait in `events`.
+#[derive(Debug, Default)]
+struct Unnamed {
+    named: Option<u64>,
+    events: Vec<(u64, ChainEvent)>,
 }
 
 impl std::fmt::Debug for Store {
@@ -220,6 +235,7 @@ impl Store {
                     deferred_sync: Default::default(),
                     sync_target: Default::default(),
                     write_failure: Default::default(),
+                    unnamed: Default::default(),
                 };
                 let alloc =
                     alloc.ok_or_else(|| StoreError::NoGenesisAlloc(store.spec.name.clone()))?;
@@ -275,6 +291,7 @@ impl Store {
             deferred_sync: Default::default(),
             sync_target: Default::default(),
             write_failure: Default::default(),
+            unnamed: Default::default(),
         };
         let genesis_hash = store.spec.genesis_header.hash();
         match store.canonical_hash_raw(0)? {
@@ -346,7 +363,7 @@ impl Store {
         self.commit(tx)
     }
 
-    fn reload_head(&self) -> Result<(), StoreError> {
+    pub(crate) fn reload_head(&self) -> Result<(), StoreError> {
         let tx = self.db.begin_read()?;
         let meta = tx.open_table(META)?;
         let get =
@@ -356,8 +373,36 @@ impl Store {
             safe: get(META_SAFE)?,
             finalized: get(META_FINALIZED)?,
         };
+        self.unnamed().named = get(META_NAMED_HEAD)?.filter(|named| *named < head.latest);
         *self.head.write().unwrap_or_else(|e| e.into_inner()) = head;
         Ok(())
+    }
+
+    fn unnamed(&self) -> std::sync::MutexGuard<'_, Unnamed> {
+        self.unnamed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The newest block readers are served: the stored head, unless blocks stored since the
+    /// consensus client last named its head wait for a forkchoice update (see [`Unnamed`]).
+    pub fn served_head(&self) -> u64 {
+        let stored = self.head().latest;
+        self.unnamed()
+            .named
+            .map_or(stored, |named| named.min(stored))
+    }
+
+    /// The header of [`Store::served_head`].
+    pub fn served_head_header(&self) -> Result<Sealed<Header>, StoreError> {
+        let number = self.served_head();
+        self.header_raw(number)?
+            .ok_or_else(|| StoreError::Corrupt(format!("header {number} missing")))
+    }
+
+    /// Blocks stored from now on wait for a forkchoice update naming them before readers
+    /// see them (`engine_newPayload`); the head stored now is the one readers keep.
+    pub fn hold_new_blocks(&self) {
+        let stored = self.head().latest;
+        self.unnamed().named.get_or_insert(stored);
     }
 
     fn write_genesis(&self, alloc: &BTreeMap<Address, GenesisAccount>) -> Result<(), StoreError> {
@@ -432,6 +477,8 @@ impl Store {
         finalize: bool,
     ) -> Result<(), StoreError> {
         let number = block.header.number;
+        // Held for a forkchoice: readers keep the named head, the event waits (see `Unnamed`).
+        let held_below = self.unnamed().named.filter(|named| number > *named);
         let tx = self.begin_write()?;
         let advanced;
         {
@@ -459,6 +506,9 @@ impl Store {
             apply_overlay(&tx, number, &overlay, &roots.storage_roots, true)?;
             let mut meta = tx.open_table(META)?;
             meta.insert(META_HEAD, number)?;
+            if let Some(named) = held_below {
+                meta.insert(META_NAMED_HEAD, named)?;
+            }
             if finalize {
                 meta.insert(META_SAFE, number)?;
                 meta.insert(META_FINALIZED, number)?;
@@ -480,14 +530,18 @@ impl Store {
             tries.keep(block.header.hash());
         }
         if self.events.has_subscribers() {
-            self.events.send(ChainEvent::Added(Arc::new(BlockEvent {
+            let event = ChainEvent::Added(Arc::new(BlockEvent {
                 block: StoredBlock {
                     header: block.header.clone(),
                     body: block.body.clone(),
                     senders: block.senders.clone(),
                 },
                 receipts: block.receipts.clone(),
-            })));
+            }));
+            match held_below {
+                Some(_) => self.unnamed().events.push((number, event)),
+                None => self.events.send(event),
+            }
         }
         Ok(())
     }
@@ -567,9 +621,41 @@ impl Store {
         safe: Option<u64>,
         finalized: Option<u64>,
     ) -> Result<(), StoreError> {
+        self.set_forkchoice(None, safe, finalized)
+    }
+
+    /// A forkchoice update: canonical block `head` (the stored head, or one below it) is the
+    /// block readers are served from now on, with `safe` and `finalized` (see
+    /// [`Store::set_finality`]); the held events of the blocks up to it go out.
+    pub fn name_head(
+        &self,
+        head: u64,
+        safe: Option<u64>,
+        finalized: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.set_forkchoice(Some(head), safe, finalized)
+    }
+
+    fn set_forkchoice(
+        &self,
+        head: Option<u64>,
+        safe: Option<u64>,
+        finalized: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let stored = self.head().latest;
+        let named = head.map(|head| (head < stored).then_some(head));
         let tx = self.begin_write()?;
         {
             let mut meta = tx.open_table(META)?;
+            match named {
+                Some(Some(head)) => {
+                    meta.insert(META_NAMED_HEAD, head)?;
+                }
+                Some(None) => {
+                    meta.remove(META_NAMED_HEAD)?;
+                }
+                None => {}
+            }
             if let Some(s) = safe {
                 meta.insert(META_SAFE, s)?;
             }
@@ -581,12 +667,29 @@ impl Store {
             prune_side_blocks(&tx, f)?;
         }
         self.commit(tx)?;
-        let mut head = self.head.write().unwrap_or_else(|e| e.into_inner());
-        if safe.is_some() {
-            head.safe = safe;
+        {
+            let mut head = self.head.write().unwrap_or_else(|e| e.into_inner());
+            if safe.is_some() {
+                head.safe = safe;
+            }
+            if finalized.is_some() {
+                head.finalized = finalized;
+            }
         }
-        if finalized.is_some() {
-            head.finalized = finalized;
+        if let Some(named) = named {
+            let released = {
+                let mut unnamed = self.unnamed();
+                unnamed.named = named;
+                let up_to = named.unwrap_or(stored);
+                let (released, held): (Vec<_>, Vec<_>) = std::mem::take(&mut unnamed.events)
+                    .into_iter()
+                    .partition(|(number, _)| *number <= up_to);
+                unnamed.events = held;
+                released
+            };
+            for (_, event) in released {
+                self.events.send(event);
+            }
         }
         Ok(())
     }
@@ -750,6 +853,8 @@ impl Store {
         // Senders and receipts of the unwound blocks, kept only when someone subscribed.
         let mut left = Vec::new();
         let announce = self.events.has_subscribers();
+        // Blocks above the named head were never announced, so their removal is not either.
+        let named = self.unnamed().named;
         {
             let mut meta = tx.open_table(META)?;
             let head = meta.get(META_HEAD)?.map(|v| v.value()).unwrap_or(0);
@@ -790,7 +895,7 @@ impl Store {
                 hash_to_number.remove(hash.as_slice())?;
                 let block_senders = senders.remove(number)?;
                 let block_receipts = receipts.remove(number)?;
-                if announce {
+                if announce && named.is_none_or(|named| number <= named) {
                     // A subscriber's view of the block; a receipt list that does not decode
                     // (never written so) is announced empty rather than stopping the unwind.
                     let senders = block_senders
@@ -819,10 +924,16 @@ impl Store {
             if meta.get(META_SAFE)?.is_some_and(|v| v.value() > target) {
                 meta.insert(META_SAFE, target)?;
             }
+            if named.is_some_and(|named| named >= target) {
+                meta.remove(META_NAMED_HEAD)?;
+            }
         }
         self.commit(tx)?;
         self.reload_head()?;
-        if announce {
+        self.unnamed()
+            .events
+            .retain(|(number, _)| *number <= target);
+        if announce && !left.is_empty() {
             let removed = unwound
                 .iter()
                 .zip(left)

@@ -92,9 +92,14 @@ pub(crate) fn snapshot_head(tx: &redb::ReadTransaction) -> Result<u64, StoreErro
         .map_or(0, |v| v.value()))
 }
 
+/// Readers are served the chain up to [`Store::served_head`]: blocks stored above it wait for
+/// the consensus client to name them, and until then are found by hash only, as side blocks.
 impl ChainView for Store {
     fn head(&self) -> ChainHead {
-        Store::head(self)
+        ChainHead {
+            latest: self.served_head(),
+            ..Store::head(self)
+        }
     }
 
     fn write_failure(&self) -> Option<String> {
@@ -102,6 +107,9 @@ impl ChainView for Store {
     }
 
     fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
+        if number > self.served_head() {
+            return Ok(None);
+        }
         let snapshot = self.snapshot()?;
         let hash = snapshot
             .canonical
@@ -112,19 +120,34 @@ impl ChainView for Store {
     }
 
     fn block_number(&self, hash: &B256) -> RpcResult<Option<u64>> {
-        Ok(self.number_of(hash)?)
+        let served = self.served_head();
+        Ok(self.number_of(hash)?.filter(|number| *number <= served))
     }
 
     fn header(&self, number: u64) -> RpcResult<Option<Arc<Sealed<Header>>>> {
+        if number > self.served_head() {
+            return Ok(None);
+        }
         Ok(self.header_raw(number)?.map(Arc::new))
     }
 
     fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>> {
+        if number > self.served_head() {
+            return Ok(None);
+        }
         Ok(Store::block(self, number)?.map(Arc::new))
     }
 
     fn side_block(&self, hash: &B256) -> RpcResult<Option<Arc<StoredBlock>>> {
         use alloy::consensus::transaction::SignerRecoverable;
+        // A block stored above the served head: served by hash, as geth serves a block it
+        // inserted without making it the head.
+        if let Some(number) = self.number_of(hash)? {
+            if number > self.served_head() {
+                return Ok(Store::block(self, number)?.map(Arc::new));
+            }
+            return Ok(None);
+        }
         let Some((header, body)) = Store::side_block(self, hash)? else {
             return Ok(None);
         };
@@ -155,6 +178,9 @@ impl ChainView for Store {
     }
 
     fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {
+        if number > self.served_head() {
+            return Ok(None);
+        }
         Ok(Store::receipts(self, number)?.map(Arc::new))
     }
 

@@ -3,7 +3,8 @@
 //! reads (payload bodies, the client version) is in [`super::engine_reads`]; the public RPC's
 //! `eth_` methods are served beside it ([`eth_namespace`]).
 //!
-//! A payload on top of the head is executed and stored; a payload whose parent is unknown
+//! A payload on top of the head is executed and stored, but readers are served it only once a
+//! forkchoice update names it ([`Store::hold_new_blocks`]); a payload whose parent is unknown
 //! answers SYNCING; a payload whose parent is known but is not the head (a side branch) is kept
 //! unexecuted in the store's side table and answers ACCEPTED.
 //!
@@ -273,6 +274,10 @@ impl EngineApi {
             }
         }
         let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+        // The same payload may have been stored while this call waited for the lock.
+        if self.store.number_of(&hash).map_err(internal)?.is_some() {
+            return Ok(PayloadStatus::new(PayloadStatusEnum::Valid, Some(hash)));
+        }
         let head = self.store.head_header().map_err(internal)?;
         if header.parent_hash != head.hash() {
             if self.store.side_block(&hash).map_err(internal)?.is_some() {
@@ -322,6 +327,8 @@ impl EngineApi {
         let started = std::time::Instant::now();
         // Kept aside for debug_getBadBlocks, should the block fail (execution consumes it).
         let kept = (header.clone(), block.body.clone());
+        // Stored, but the head only once a forkchoice update names it.
+        self.store.hold_new_blocks();
         match exec::import_block(&self.store, header, block.body) {
             Ok(gas) => {
                 crate::rpc::metrics::record_block_gas(gas, started.elapsed());
@@ -458,8 +465,8 @@ impl EngineApi {
         let may_build = match head {
             Some(n) if n == self.store.head().latest => true,
             Some(n) => {
-                // A canonical block below the head: a payload this node made canonical on
-                // arrival that the consensus client passes over (a late block it re-orgs
+                // A canonical block below the head: a payload this node stored on arrival
+                // that the consensus client passes over (a late block it re-orgs
                 // out), or an older one. simnode rewinds to it and builds on it as the spec
                 // asks, unless it is an ancestor of the finalized block (skipped: VALID, no
                 // build, the spec's choice) or deeper than MAX_REORG_DEPTH (-38006). Safe and
@@ -490,7 +497,11 @@ impl EngineApi {
         };
         let safe = resolve(state.safe_block_hash)?;
         let finalized = resolve(state.finalized_block_hash)?;
-        self.store.set_finality(safe, finalized).map_err(internal)?;
+        // Canonical by now: it was the stored head, or the chain was rewound or reorged to it.
+        let head = number_of(state.head_block_hash)?.ok_or_else(invalid_forkchoice)?;
+        self.store
+            .name_head(head, safe, finalized)
+            .map_err(internal)?;
         // The client's head is now this node's head.
         self.store.caught_up();
         Ok((valid(), may_build))
@@ -1374,6 +1385,111 @@ mod reorg_tests {
         assert_eq!(settled, Some(a1.header.hash()));
         assert_eq!(node.head_header().unwrap().hash(), a1.header.hash());
         assert_eq!(node.unfinished_reorg().unwrap(), None);
+    }
+
+    #[test]
+    fn a_payload_is_served_once_a_forkchoice_names_it() {
+        use simnode_api::ChainView;
+        let node = open("named");
+        let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let t0 = genesis_ts(&node);
+        let src = open("named-src");
+        let tx1 = transfer(KEY0, 0, X, 1_000);
+        let b1 = crate::sync::dev::build_block(&src, std::slice::from_ref(&tx1), t0 + 12).unwrap();
+        let b2 = crate::sync::dev::build_block(&src, &[transfer(KEY0, 1, X, 1)], t0 + 24).unwrap();
+        let view: &dyn ChainView = &**node;
+        let mut events = view.chain_events();
+        let fcu = |head: B256| {
+            let state = ForkchoiceState {
+                head_block_hash: head,
+                safe_block_hash: B256::ZERO,
+                finalized_block_hash: B256::ZERO,
+            };
+            let out = api.forkchoice_updated(state).unwrap();
+            assert_eq!(out.payload_status.status, PayloadStatusEnum::Valid);
+        };
+
+        // Executed, stored and VALID, yet not the head: readers keep genesis and find B1 by
+        // hash only, as a block off the chain; subscribers hear nothing yet.
+        for blk in [&b1, &b2] {
+            let status = api.new_payload(block_of(blk), blk.header.hash()).unwrap();
+            assert_eq!(status.status, PayloadStatusEnum::Valid);
+        }
+        assert_eq!(node.head().latest, 2);
+        let served = |view: &dyn ChainView| view.head().latest;
+        assert_eq!(served(view), 0);
+        assert_eq!(view.canonical_hash(1).unwrap(), None);
+        assert!(view.header(1).unwrap().is_none());
+        assert!(view.block(1).unwrap().is_none());
+        assert!(view.receipts(1).unwrap().is_none());
+        assert_eq!(view.block_number(&b1.header.hash()).unwrap(), None);
+        assert_eq!(
+            view.transaction_location(tx1.inner().tx_hash()).unwrap(),
+            None
+        );
+        let by_hash = view
+            .side_block(&b1.header.hash())
+            .unwrap()
+            .expect("by hash");
+        assert_eq!(by_hash.number(), 1);
+        assert!(events.try_recv().is_err());
+        // A restart keeps them waiting.
+        node.reload_head().unwrap();
+        assert_eq!(served(view), 0);
+
+        // Naming B1 rewinds the stored chain to it (B2 was never announced, so no removal is
+        // either) and announces B1.
+        fcu(b1.header.hash());
+        assert_eq!(served(view), 1);
+        assert_eq!(view.canonical_hash(1).unwrap(), Some(b1.header.hash()));
+        assert!(view.receipts(1).unwrap().is_some());
+        assert_eq!(
+            view.transaction_location(tx1.inner().tx_hash())
+                .unwrap()
+                .map(|at| at.block_number),
+            Some(1)
+        );
+        let added = |event: simnode_api::ChainEvent| match event {
+            simnode_api::ChainEvent::Added(block) => block.block.number(),
+            other => panic!("expected a new block, got {other:?}"),
+        };
+        assert_eq!(added(events.try_recv().unwrap()), 1);
+        assert!(events.try_recv().is_err());
+
+        // B2 again, then named.
+        let status = api.new_payload(block_of(&b2), b2.header.hash()).unwrap();
+        assert_eq!(status.status, PayloadStatusEnum::Valid);
+        assert_eq!(served(view), 1);
+        fcu(b2.header.hash());
+        assert_eq!(served(view), 2);
+        assert_eq!(added(events.try_recv().unwrap()), 2);
+        node.reload_head().unwrap();
+        assert_eq!(served(view), 2);
+    }
+
+    #[test]
+    fn the_same_payload_sent_at_once_is_valid_every_time() {
+        let node = open("same-at-once");
+        let api = EngineApi::new(node.clone(), Arc::new(Pool::default()));
+        let src = open("same-at-once-src");
+        let b1 =
+            crate::sync::dev::build_block(&src, &[transfer(KEY0, 0, X, 1)], genesis_ts(&node) + 12)
+                .unwrap();
+        let start = std::sync::Barrier::new(4);
+        let statuses: Vec<_> = std::thread::scope(|scope| {
+            let calls: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        api.new_payload(block_of(&b1), b1.header.hash()).unwrap()
+                    })
+                })
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        for status in statuses {
+            assert_eq!(status.status, PayloadStatusEnum::Valid, "{status:?}");
+        }
     }
 
     #[test]
