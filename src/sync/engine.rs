@@ -5,8 +5,9 @@
 //!
 //! A payload on top of the head is executed and stored, but readers are served it only once a
 //! forkchoice update names it ([`Store::hold_new_blocks`]); a payload whose parent is unknown
-//! answers SYNCING; a payload whose parent is known but is not the head (a side branch) is kept
-//! unexecuted in the store's side table and answers ACCEPTED.
+//! answers SYNCING; a payload whose parent is known but is not the stored head (a side branch,
+//! the sibling of a payload still waiting for its forkchoice included) is kept unexecuted in
+//! the store's side table and answers ACCEPTED.
 //!
 //! Reorgs: forkchoiceUpdated to a side block (or to a canonical block below the head) finds the
 //! common ancestor with the canonical chain, unwinds the canonical chain to it
