@@ -1434,6 +1434,8 @@ mod reorg_tests {
             .expect("by hash");
         assert_eq!(by_hash.number(), 1);
         assert!(events.try_recv().is_err());
+        let by_range = engine_reads::bodies_by_range(&node, 1, 2).unwrap();
+        assert!(by_range.is_empty(), "{by_range:?}");
         // A restart keeps them waiting.
         node.reload_head().unwrap();
         assert_eq!(served(view), 0);

@@ -68,7 +68,9 @@ pub fn bodies_by_range(
     if count > MAX_PAYLOAD_BODIES {
         return Err(too_large(count));
     }
-    let last = start.saturating_add(count - 1).min(store.head().latest);
+    // The canonical chain as the consensus client named it: a payload still waiting for its
+    // forkchoice is found by hash only.
+    let last = start.saturating_add(count - 1).min(store.served_head());
     (start..=last)
         .map(|number| {
             let body = store.body(number).map_err(internal)?;
