@@ -636,6 +636,15 @@ impl Store {
         self.set_forkchoice(Some(head), safe, finalized)
     }
 
+    /// Serves every stored block: those a consensus client sent and has not named become the
+    /// head (an import on top vouches for them).
+    pub fn name_stored_head(&self) -> Result<(), StoreError> {
+        if self.unnamed().named.is_none() {
+            return Ok(());
+        }
+        self.set_forkchoice(Some(self.head().latest), None, None)
+    }
+
     fn set_forkchoice(
         &self,
         head: Option<u64>,

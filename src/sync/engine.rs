@@ -1468,6 +1468,15 @@ mod reorg_tests {
         assert_eq!(added(events.try_recv().unwrap()), 2);
         node.reload_head().unwrap();
         assert_eq!(served(view), 2);
+
+        // An import on top vouches for a payload still waiting.
+        let b3 = crate::sync::dev::build_block(&src, &[transfer(KEY0, 2, X, 1)], t0 + 36).unwrap();
+        let status = api.new_payload(block_of(&b3), b3.header.hash()).unwrap();
+        assert_eq!(status.status, PayloadStatusEnum::Valid);
+        assert_eq!(served(view), 2);
+        crate::sync::import::import_blocks(&node, std::io::empty()).unwrap();
+        assert_eq!(served(view), 3);
+        assert_eq!(added(events.try_recv().unwrap()), 3);
     }
 
     #[test]
