@@ -1718,10 +1718,19 @@ fn dev_node_resets_to_genesis() {
     // A restart keeps the chain, so it keeps the instance; the second reset renewed it.
     let instance = node.result("anvil_metadata", json!([]))["instanceId"].clone();
     assert_ne!(instance, after_reset["instanceId"]);
+    let kept = node.result("evm_snapshot", json!([]));
     let node = Node::start(node.stop(), Path::new("dev"), &["--dev"]);
     let restarted = node.result("anvil_metadata", json!([]));
     assert_eq!(restarted["instanceId"], instance);
     assert_eq!(restarted["latestBlockNumber"], json!(1));
+    // Snapshots do not outlive the run, and the new run's ids are new: as many snapshots as
+    // the kept id counts do not give it again.
+    let fresh: Vec<Value> = (0..quantity(&kept))
+        .map(|_| node.result("evm_snapshot", json!([])))
+        .collect();
+    assert!(!fresh.contains(&kept), "{kept} given again: {fresh:?}");
+    assert_eq!(node.result("evm_revert", json!([kept])), json!(false));
+    assert_eq!(node.result("evm_revert", json!([fresh[0]])), json!(true));
 }
 
 /// anvil_setNextBlockBaseFeePerGas: one block takes the base fee set, the blocks after it

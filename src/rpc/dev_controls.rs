@@ -229,7 +229,9 @@ pub struct DevControls {
     dev: Arc<DevChain>,
     snapshots: Mutex<Vec<Snapshot>>,
     /// The last snapshot id given: ids only grow, never reused after a revert or reset, so a
-    /// stale id is refused rather than taken for a newer snapshot (as hardhat and anvil).
+    /// stale id is refused rather than taken for a newer snapshot (as hardhat and anvil). Each
+    /// run on a datadir starts them at its own multiple of 2^32: snapshots do not outlive the
+    /// process, and an id a client kept from an earlier run must not name a new one.
     last_snapshot_id: std::sync::atomic::AtomicU64,
     impersonation: Arc<Impersonation>,
 }
@@ -246,10 +248,18 @@ fn new_instance() -> u64 {
 
 impl DevControls {
     pub fn new(dev: Arc<DevChain>, impersonation: Arc<Impersonation>) -> Self {
+        // A datadir that cannot count the start takes the wall clock's seconds instead: later
+        // than any count a datadir reaches, and as unlikely to repeat.
+        let run = dev.store().count_dev_start().unwrap_or_else(|err| {
+            tracing::warn!(target: "simnode::dev", %err, "counting the dev node's start failed");
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs())
+        });
         Self {
             dev,
             snapshots: Mutex::new(Vec::new()),
-            last_snapshot_id: std::sync::atomic::AtomicU64::new(0),
+            last_snapshot_id: std::sync::atomic::AtomicU64::new(run.wrapping_shl(32)),
             impersonation,
         }
     }

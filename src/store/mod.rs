@@ -91,6 +91,8 @@ const META_FINALIZED: &str = "finalized";
 const META_DEV_INSTANCE: &str = "dev_instance";
 /// Where the datadir's blocks come from (see [`ChainOrigin`]), once known.
 const META_ORIGIN: &str = "origin";
+/// How many times a dev node has started on this datadir (see [`Store::count_dev_start`]).
+const META_DEV_STARTS: &str = "dev_starts";
 /// The head the consensus client last named, while blocks stored above it wait for a
 /// forkchoice update (see [`Unnamed`]); absent when it is the stored head.
 const META_NAMED_HEAD: &str = "named_head";
@@ -354,6 +356,20 @@ impl Store {
         let tx = self.begin_write()?;
         tx.open_table(META)?.insert(META_ORIGIN, origin as u64)?;
         self.commit(tx)
+    }
+
+    /// Counts a dev node's start on this datadir, returning how many came before it: what a
+    /// run hands out (snapshot ids) can differ from every earlier run's.
+    pub fn count_dev_start(&self) -> Result<u64, StoreError> {
+        let tx = self.begin_write()?;
+        let before = {
+            let mut meta = tx.open_table(META)?;
+            let before = meta.get(META_DEV_STARTS)?.map_or(0, |v| v.value());
+            meta.insert(META_DEV_STARTS, before + 1)?;
+            before
+        };
+        self.commit(tx)?;
+        Ok(before)
     }
 
     /// Names a new dev chain in this datadir (`anvil_reset`, or the first `anvil_metadata`).
