@@ -10,6 +10,92 @@ use simnode_api::{
     block_id::BlockTag, BlockParam, ModuleContext, RpcError, RpcResult, StoredBlock,
 };
 
+/// The criteria's fields under the names alloy decodes, as geth's decoder reads them: key
+/// names in any letter case (an exact match first), other keys ignored, and `null` criteria
+/// as none at all.
+fn criteria_fields(criteria: &Value) -> Value {
+    const FIELDS: [&str; 5] = ["fromBlock", "toBlock", "address", "topics", "blockHash"];
+    let Some(given) = criteria.as_object() else {
+        // Not an object: left for the decoder to refuse (`null` reads as `{}`).
+        return if criteria.is_null() {
+            Value::Object(Default::default())
+        } else {
+            criteria.clone()
+        };
+    };
+    let fields = FIELDS
+        .iter()
+        .filter_map(|name| {
+            let value = given.get(*name).or_else(|| {
+                given
+                    .iter()
+                    .find(|(key, _)| key.eq_ignore_ascii_case(name))
+                    .map(|(_, value)| value)
+            })?;
+            Some((name.to_string(), value.clone()))
+        })
+        .collect();
+    Value::Object(fields)
+}
+
+/// geth's checks of the addresses and topics, with its words: alloy's decoder says only that
+/// no form matched, and takes a `null` in an address list for "any address".
+fn check_values(criteria: &Value) -> Result<(), String> {
+    match criteria.get("address") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(address)) => {
+            check_hex(address, 20, "address").map_err(|e| format!("invalid address: {e}"))?
+        }
+        Some(Value::Array(addresses)) => {
+            for (i, address) in addresses.iter().enumerate() {
+                let Value::String(address) = address else {
+                    return Err(format!("non-string address at index {i}"));
+                };
+                check_hex(address, 20, "address")
+                    .map_err(|e| format!("invalid address at index {i}: {e}"))?;
+            }
+        }
+        Some(_) => return Err("invalid addresses in query".into()),
+    }
+    let topic = |topic: &Value| match topic {
+        Value::Null => Ok(()),
+        Value::String(topic) => check_hex(topic, 32, "topic"),
+        _ => Err("invalid topic(s)".to_string()),
+    };
+    match criteria.get("topics") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(positions)) => positions.iter().try_for_each(|position| match position {
+            Value::Array(alternatives) => alternatives.iter().try_for_each(topic),
+            single => topic(single),
+        }),
+        Some(_) => Err("invalid topic(s)".into()),
+    }
+}
+
+/// `text` as 0x-prefixed hex of `len` bytes, or geth's reason why not.
+fn check_hex(text: &str, len: usize, what: &str) -> Result<(), String> {
+    if text.is_empty() {
+        return Err("empty hex string".into());
+    }
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .ok_or("hex string without 0x prefix")?;
+    if digits.len() % 2 == 1 {
+        return Err("hex string of odd length".into());
+    }
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("invalid hex string".into());
+    }
+    if digits.len() / 2 != len {
+        return Err(format!(
+            "hex has invalid length {} after decoding; expected {len} for {what}",
+            digits.len() / 2
+        ));
+    }
+    Ok(())
+}
+
 /// A log filter as the client wrote it: alloy's [`Filter`] and how many topic positions the
 /// client gave. alloy keeps four positions whatever was sent, so `[null, null]` and `[]` read
 /// the same to it; geth skips a log with fewer topics than positions given, wildcards or not.
@@ -35,6 +121,14 @@ impl LogFilter {
         let invalid = |e: &dyn std::fmt::Display| {
             RpcError::invalid_params(format!("invalid argument {arg}: {e}"))
         };
+        let criteria = &criteria_fields(criteria);
+        let given = |key: &str| criteria.get(key).is_some_and(|v| !v.is_null());
+        if given("blockHash") && (given("fromBlock") || given("toBlock")) {
+            return Err(invalid(
+                &"cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other",
+            ));
+        }
+        check_values(criteria).map_err(|e| invalid(&e))?;
         if let Some(topics) = criteria.get("topics").and_then(Value::as_array) {
             let crowded = topics
                 .iter()
@@ -158,17 +252,6 @@ fn resolve_bound(
 }
 
 pub fn get_logs(ctx: &ModuleContext, raw: &Value) -> RpcResult<Vec<Log>> {
-    if let Some(obj) = raw.as_object() {
-        let has_hash = obj.get("blockHash").is_some_and(|v| !v.is_null());
-        let has_range = ["fromBlock", "toBlock"]
-            .iter()
-            .any(|k| obj.get(*k).is_some_and(|v| !v.is_null()));
-        if has_hash && has_range {
-            return Err(RpcError::invalid_params(
-                "invalid argument 0: cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other",
-            ));
-        }
-    }
     let filter = LogFilter::parse(raw, 0)?;
     let head = ctx.chain.head().latest;
     let (from, to) = match filter.filter.block_option {
@@ -260,4 +343,85 @@ pub(crate) fn block_logs(
         log_index += count;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const A: &str = "0x7dcd17433742f4c0ca53122ab541d0ba67fc27df";
+
+    fn refusal(criteria: Value) -> String {
+        match LogFilter::parse(&criteria, 0) {
+            Err(RpcError::InvalidParams(message)) => message,
+            other => panic!("{criteria} should be -32602, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_null_in_an_address_list_is_refused_not_taken_for_any_address() {
+        assert_eq!(
+            refusal(json!({"address": [A, null]})),
+            "invalid argument 0: non-string address at index 1"
+        );
+        assert_eq!(
+            refusal(json!({"address": [A, "0x7dcd"]})),
+            "invalid argument 0: invalid address at index 1: hex has invalid length 2 after decoding; expected 20 for address"
+        );
+        assert_eq!(
+            refusal(json!({"address": A.trim_start_matches("0x")})),
+            "invalid argument 0: invalid address: hex string without 0x prefix"
+        );
+        assert_eq!(
+            refusal(json!({"address": 5})),
+            "invalid argument 0: invalid addresses in query"
+        );
+        let filter = LogFilter::parse(&json!({"address": [A]}), 0).unwrap();
+        assert_eq!(filter.filter.address.len(), 1);
+    }
+
+    #[test]
+    fn topics_are_checked_in_geths_words() {
+        assert_eq!(
+            refusal(json!({"topics": ["0x1234"]})),
+            "invalid argument 0: hex has invalid length 2 after decoding; expected 32 for topic"
+        );
+        assert_eq!(
+            refusal(json!({"topics": [5]})),
+            "invalid argument 0: invalid topic(s)"
+        );
+        assert_eq!(
+            refusal(json!({"topics": [[[null]]]})),
+            "invalid argument 0: invalid topic(s)"
+        );
+        assert_eq!(
+            refusal(json!({"topics": [""]})),
+            "invalid argument 0: empty hex string"
+        );
+        let topic = format!("0x{}", "ab".repeat(32));
+        let filter = LogFilter::parse(&json!({"topics": [null, [topic, null]]}), 0).unwrap();
+        assert_eq!(filter.topic_positions, 2);
+    }
+
+    #[test]
+    fn criteria_keys_read_as_geth_reads_them() {
+        // Any letter case, other keys ignored, null as no criteria.
+        let filter = LogFilter::parse(
+            &json!({"FromBlock": "0x4", "toblock": "0x5", "extra": 1}),
+            0,
+        )
+        .unwrap();
+        assert_eq!(filter.filter.get_from_block(), Some(4));
+        assert_eq!(filter.filter.get_to_block(), Some(5));
+        // The exact name wins over another spelling.
+        let filter = LogFilter::parse(&json!({"FROMBLOCK": "0x9", "fromBlock": "0x4"}), 0).unwrap();
+        assert_eq!(filter.filter.get_from_block(), Some(4));
+        let filter = LogFilter::parse(&Value::Null, 0).unwrap();
+        assert_eq!(filter.filter, Filter::default());
+        assert_eq!(
+            refusal(json!({"BlockHash": format!("0x{}", "11".repeat(32)), "fromBlock": "0x1"})),
+            "invalid argument 0: cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other"
+        );
+    }
 }
