@@ -41,6 +41,16 @@ fn criteria_fields(criteria: &Value) -> Value {
 /// geth's checks of the addresses and topics, with its words: alloy's decoder says only that
 /// no form matched, and takes a `null` in an address list for "any address".
 fn check_values(criteria: &Value) -> Result<(), String> {
+    // Tags in geth's spelling only, as the block methods take them.
+    for bound in ["fromBlock", "toBlock"] {
+        if let Some(Value::String(tag)) = criteria.get(bound) {
+            let known = ["earliest", "latest", "pending", "safe", "finalized"];
+            let hex = tag.starts_with("0x") || tag.starts_with("0X");
+            if !hex && !known.contains(&tag.as_str()) {
+                return Err(format!("{bound}: hex string without 0x prefix"));
+            }
+        }
+    }
     match criteria.get("address") {
         None | Some(Value::Null) => {}
         Some(Value::String(address)) => {
@@ -417,6 +427,10 @@ mod tests {
         // The exact name wins over another spelling.
         let filter = LogFilter::parse(&json!({"FROMBLOCK": "0x9", "fromBlock": "0x4"}), 0).unwrap();
         assert_eq!(filter.filter.get_from_block(), Some(4));
+        assert_eq!(
+            refusal(json!({"fromBlock": "Latest"})),
+            "invalid argument 0: fromBlock: hex string without 0x prefix"
+        );
         let filter = LogFilter::parse(&Value::Null, 0).unwrap();
         assert_eq!(filter.filter, Filter::default());
         assert_eq!(
