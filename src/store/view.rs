@@ -84,6 +84,13 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Whether canonical block `number` is served to readers (see [`Store::served_head`]).
+    fn serves(&self, number: u64) -> bool {
+        number <= self.served_head()
+    }
+}
+
 /// The head block number as the read transaction `tx` sees it.
 pub(crate) fn snapshot_head(tx: &redb::ReadTransaction) -> Result<u64, StoreError> {
     Ok(tx
@@ -107,7 +114,7 @@ impl ChainView for Store {
     }
 
     fn canonical_hash(&self, number: u64) -> RpcResult<Option<B256>> {
-        if number > self.served_head() {
+        if !self.serves(number) {
             return Ok(None);
         }
         let snapshot = self.snapshot()?;
@@ -120,19 +127,18 @@ impl ChainView for Store {
     }
 
     fn block_number(&self, hash: &B256) -> RpcResult<Option<u64>> {
-        let served = self.served_head();
-        Ok(self.number_of(hash)?.filter(|number| *number <= served))
+        Ok(self.number_of(hash)?.filter(|number| self.serves(*number)))
     }
 
     fn header(&self, number: u64) -> RpcResult<Option<Arc<Sealed<Header>>>> {
-        if number > self.served_head() {
+        if !self.serves(number) {
             return Ok(None);
         }
         Ok(self.header_raw(number)?.map(Arc::new))
     }
 
     fn block(&self, number: u64) -> RpcResult<Option<Arc<StoredBlock>>> {
-        if number > self.served_head() {
+        if !self.serves(number) {
             return Ok(None);
         }
         Ok(Store::block(self, number)?.map(Arc::new))
@@ -143,7 +149,7 @@ impl ChainView for Store {
         // A block stored above the served head: served by hash, as geth serves a block it
         // inserted without making it the head.
         if let Some(number) = self.number_of(hash)? {
-            if number > self.served_head() {
+            if !self.serves(number) {
                 return Ok(Store::block(self, number)?.map(Arc::new));
             }
             return Ok(None);
@@ -178,7 +184,7 @@ impl ChainView for Store {
     }
 
     fn receipts(&self, number: u64) -> RpcResult<Option<Arc<Vec<ReceiptEnvelope>>>> {
-        if number > self.served_head() {
+        if !self.serves(number) {
             return Ok(None);
         }
         Ok(Store::receipts(self, number)?.map(Arc::new))
