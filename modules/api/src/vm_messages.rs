@@ -205,12 +205,12 @@ impl<CTX> revm::Inspector<CTX, revm::interpreter::interpreter::EthInterpreter> f
     }
 }
 
-/// geth's refusal of a transaction whose fee cap is under the block's base fee.
 /// geth's refusal of a call or transaction naming another chain's id (its `CallDefaults`).
 pub fn chain_id_mismatch(have: u64, want: u64) -> String {
     format!("chainId does not match node's (have={have}, want={want})")
 }
 
+/// geth's refusal of a transaction whose fee cap is under the block's base fee.
 pub fn fee_cap_below_base_fee(caller: Address, fee_cap: u128, base_fee: u64) -> String {
     format!(
         "max fee per gas less than block base fee: address {caller}, maxFeePerGas: {fee_cap}, baseFee: {base_fee}"
